@@ -1,0 +1,216 @@
+"""The multi-turn MDP every freshrl environment derives from (FreshPER paper, section 2).
+
+State = the whole conversation, which the rollout keeps, not the env. Action = one assistant response (any
+string). Observation = the environment's next message: text, or text and an RGB image for vision envs.
+Rewards are summed undiscounted (gamma = 1) and an episode ends after at most ``max_turns`` turns.
+
+A subclass implements four small hooks and gets the rest (spaces, invalid-output policy, turn limit,
+``info`` keys) from here:
+
+- ``_new_task()``: build the task from ``self.np_random``; return the first observation's text, which states
+  the task and the exact answer format.
+- ``_parse(response)``: strict parser with an optional lenient fallback, returning a :class:`Parsed`.
+  It must never raise: model output is never "bad input".
+- ``_apply(action)``: apply a valid action, returning an :class:`Outcome`.
+- ``_state_text()``: the current state as text (shown again after a no-op).
+Vision envs also set ``image_shape`` and implement ``_render_image()``.
+"""
+
+from __future__ import annotations
+
+import string
+from dataclasses import dataclass, field
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+INVALID_OUTPUT_POLICIES = ("noop", "reprompt", "terminate")
+
+# Penalty added to the reward of a turn whose output could not be used; GEM uses -0.1 for format errors
+# (shared/notes/anchors.md).
+DEFAULT_INVALID_PENALTY = -0.1
+
+MAX_TEXT_CHARS = 65_536
+
+
+class AnyText(spaces.Text):
+    """``spaces.Text`` that contains any ``str`` up to ``max_length`` characters.
+
+    Model output and task text (LaTeX, unicode in real datasets) are not limited to a charset; sampling still
+    draws printable ASCII so ``check_env`` and random agents exercise the parser.
+    """
+
+    def __init__(self, max_length: int = MAX_TEXT_CHARS, *, min_length: int = 0, seed: int | None = None):
+        super().__init__(max_length, min_length=min_length, charset=string.printable, seed=seed)
+
+    def contains(self, x: Any) -> bool:
+        return isinstance(x, str) and self.min_length <= len(x) <= self.max_length
+
+    def __repr__(self) -> str:
+        return f"AnyText({self.min_length}, {self.max_length})"
+
+
+@dataclass
+class Parsed:
+    """What a parser made of one response.
+
+    ``format_ok``: the response followed the strict format (for example ``<answer>...</answer>``).
+    ``valid``: the content is a legal action (possibly recovered by the lenient fallback when the strict
+    format failed; then ``format_ok`` is False and ``valid`` True).
+    """
+
+    format_ok: bool
+    valid: bool
+    action: Any = None
+    error: str = ""
+
+
+@dataclass
+class Outcome:
+    """The effect of one valid action."""
+
+    reward: float
+    observation: str
+    terminated: bool = False
+    success: bool = False
+    effective: bool = True
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+class MultiTurnEnv(gym.Env):
+    """Base class of freshrl's multi-turn text and vision environments.
+
+    Args:
+        max_turns: H, the most assistant turns in an episode; the episode is truncated after it.
+        invalid_output: what a response that cannot be used does: ``"noop"`` (state unchanged, the current
+            state is shown again), ``"reprompt"`` (state unchanged, the observation explains the error and
+            repeats the format), or ``"terminate"`` (the episode ends).
+        invalid_penalty: reward of a turn whose response could not be used, under every policy.
+        render_mode: ``"ansi"`` (text), or ``"rgb_array"`` for envs that can draw themselves.
+    """
+
+    metadata: dict[str, Any] = {"render_modes": ["ansi"]}
+    # Vision envs set (height, width, 3); the observation becomes Dict(text=AnyText, image=Box(uint8)).
+    image_shape: tuple[int, int, int] | None = None
+
+    def __init__(
+        self,
+        *,
+        max_turns: int,
+        invalid_output: str = "reprompt",
+        invalid_penalty: float = DEFAULT_INVALID_PENALTY,
+        render_mode: str | None = None,
+    ):
+        if max_turns < 1:
+            raise ValueError(f"max_turns must be >= 1, got {max_turns}")
+        if invalid_output not in INVALID_OUTPUT_POLICIES:
+            raise ValueError(
+                f"invalid_output must be one of {INVALID_OUTPUT_POLICIES}, got {invalid_output!r}"
+            )
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ValueError(
+                f"render_mode {render_mode!r} is not supported; choose from {self.metadata['render_modes']}"
+            )
+        self.max_turns = max_turns
+        self.invalid_output = invalid_output
+        self.invalid_penalty = float(invalid_penalty)
+        self.render_mode = render_mode
+        self.action_space = AnyText()
+        if self.image_shape is None:
+            self.observation_space = AnyText()
+        else:
+            self.observation_space = spaces.Dict(
+                {"text": AnyText(), "image": spaces.Box(0, 255, self.image_shape, dtype=np.uint8)}
+            )
+        self.turn = 0
+        self._done = False
+
+    # ----------------------------------------------------------------- hooks for subclasses
+    def _new_task(self) -> str:
+        raise NotImplementedError
+
+    def _parse(self, response: str) -> Parsed:
+        raise NotImplementedError
+
+    def _apply(self, action: Any) -> Outcome:
+        raise NotImplementedError
+
+    def _state_text(self) -> str:
+        raise NotImplementedError
+
+    def _render_image(self) -> np.ndarray:
+        raise NotImplementedError(f"{type(self).__name__} has no image rendering")
+
+    def format_reminder(self) -> str:
+        """One line restating the expected answer format, used by the ``reprompt`` policy."""
+        return ""
+
+    # ----------------------------------------------------------------- gymnasium API
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        super().reset(seed=seed)
+        self.turn = 0
+        self._done = False
+        prompt = self._new_task()
+        return self._observation(prompt), self._info(format_ok=True, valid=True, effective=False)
+
+    def step(self, action: str):
+        if self._done:
+            raise RuntimeError("step() called after the episode ended; call reset() first")
+        response = action if isinstance(action, str) else str(action)
+        self.turn += 1
+        try:
+            parsed = self._parse(response)
+        except Exception as exc:  # a parser bug must not crash a rollout; count it as a format error
+            parsed = Parsed(format_ok=False, valid=False, error=f"unparseable response ({type(exc).__name__})")
+
+        if parsed.valid:
+            outcome = self._apply(parsed.action)
+        else:
+            outcome = self._invalid_outcome(parsed)
+        truncated = not outcome.terminated and self.turn >= self.max_turns
+        self._done = outcome.terminated or truncated
+        info = self._info(
+            format_ok=parsed.format_ok,
+            valid=parsed.valid,
+            effective=outcome.effective,
+            success=outcome.success,
+            **outcome.info,
+        )
+        return self._observation(outcome.observation), float(outcome.reward), outcome.terminated, truncated, info
+
+    def render(self):
+        if self.render_mode == "rgb_array":
+            return self._render_image()
+        if self.render_mode == "ansi":
+            return self._state_text()
+        return None
+
+    # ----------------------------------------------------------------- shared machinery
+    def _invalid_outcome(self, parsed: Parsed) -> Outcome:
+        if self.invalid_output == "terminate":
+            message = f"Invalid response: {parsed.error or 'could not parse an action'}. The episode ends."
+            return Outcome(self.invalid_penalty, message, terminated=True, effective=False)
+        if self.invalid_output == "noop":
+            return Outcome(self.invalid_penalty, self._state_text(), effective=False)
+        reminder = self.format_reminder()
+        message = f"Invalid response: {parsed.error or 'could not parse an action'}."
+        if reminder:
+            message += f" {reminder}"
+        return Outcome(self.invalid_penalty, f"{message}\n{self._state_text()}", effective=False)
+
+    def _observation(self, text: str):
+        if self.image_shape is None:
+            return text
+        return {"text": text, "image": self._render_image()}
+
+    def _info(self, *, format_ok: bool, valid: bool, effective: bool, success: bool = False, **extra):
+        return {
+            "format_ok": bool(format_ok),
+            "action_valid": bool(valid),
+            "action_effective": bool(effective),
+            "success": bool(success),
+            "turn": self.turn,
+            **extra,
+        }

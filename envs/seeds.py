@@ -1,0 +1,31 @@
+"""Disjoint seed ranges for training, validation and test tasks.
+
+``reset(seed=s)`` fully determines a task, so a seed range is a task split. The ranges never overlap, so no
+test task is ever trained on (one suite's test seeds overlapped its training seeds: shared/notes/anchors.md).
+"""
+
+from __future__ import annotations
+
+TRAIN = range(0, 10_000_000)
+VALIDATION = range(10_000_000, 10_100_000)
+TEST = range(20_000_000, 20_100_000)
+
+SPLITS = {"train": TRAIN, "validation": VALIDATION, "test": TEST}
+
+
+def seeds(split: str, count: int, *, offset: int = 0) -> list[int]:
+    """The first ``count`` seeds of ``split`` after ``offset``: a fixed, reproducible task set."""
+    if split not in SPLITS:
+        raise ValueError(f"unknown split {split!r}; choose from {sorted(SPLITS)}")
+    seed_range = SPLITS[split]
+    if offset < 0 or offset + count > len(seed_range):
+        raise ValueError(f"{split} holds {len(seed_range)} seeds; asked for {count} after offset {offset}")
+    return list(seed_range[offset : offset + count])
+
+
+def split_of(seed: int) -> str | None:
+    """The split a seed belongs to, or None when it is outside all of them."""
+    for name, seed_range in SPLITS.items():
+        if seed in seed_range:
+            return name
+    return None
