@@ -1,0 +1,205 @@
+"""DAPO's policy loss (DAPO paper, Eq. 8-12) as a pure torch function, with GRPO's and Dr. GRPO's reductions.
+
+Per response token t of sequence i, with ratio r = exp(logp - logp_old) against the behaviour policy:
+
+    L_it = -min(r * A_i, clip(r, 1 - eps_low, 1 + eps_high) * A_i)      Clip-Higher (Eq. 8/10)
+    L_it = min(L_it, -c * A_i)  if A_i < 0 and dual_clip_c = c           dual clip (Ye et al., 2020; verl)
+    L_it += kl_coef * (exp(ref - logp) - (ref - logp) - 1)              k3 KL to a frozen reference (GRPO)
+
+and the step loss sums w_i * L_it over the optimizer step and divides by one step-wide normalizer
+(:func:`loss_normalizer`):
+
+- ``token-mean`` (DAPO Eq. 12): sum_{i,t} w_i L_it / (response tokens in the step).
+- ``seq-mean-token-mean`` (GRPO): sum_i w_i mean_t(L_it) / (sequences in the step).
+- ``seq-mean-token-sum-norm`` (Dr. GRPO): sum_{i,t} w_i L_it / (sequences in the step * L), L a constant.
+
+Because every micro-batch divides by the normalizer of the whole step, summing the losses of the micro-batches
+(gradient accumulation) gives the full-step loss and gradient however the step is split (verl issue 5625 and
+TRL 5619 are bugs of exactly this kind). Sequences must not be split across micro-batches.
+
+Masked positions (mask 0) contribute nothing, and NaN or inf stored there in any input never reaches the loss
+or its gradient: inputs pass through ``torch.where`` before any arithmetic, so neither the forward nor the
+backward pass multiplies a masked value by zero. Unmasked positions must hold finite values.
+
+At a clip boundary (r exactly 1 - eps_low, 1 + eps_high or c) the token keeps its gradient; the clip fractions
+count tokens strictly outside.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+LOSS_AGG_MODES = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum-norm")
+
+
+@dataclass(frozen=True)
+class LossConfig:
+    """Hyper-parameters of :func:`policy_loss`; defaults are DAPO's.
+
+    eps_low, eps_high: Clip-Higher's decoupled range [1 - eps_low, 1 + eps_high] (DAPO section 3.1).
+    dual_clip_c: bound c > 1 on the loss of negative-advantage tokens (-c * A); None turns it off (verl's
+        default is 3.0, its DAPO scripts use 10).
+    loss_agg_mode: one of ``LOSS_AGG_MODES``; ``token-mean`` is DAPO's token-level loss (Eq. 12).
+    kl_coef: weight of the k3 KL to a frozen reference; 0 as in DAPO (section 2.3).
+    max_response_tokens: the constant L of ``seq-mean-token-sum-norm``: Dr. GRPO uses the generation budget
+        (for multi-turn trajectories, the budget of all turns together). None falls back to the longest
+        response in the optimizer step, which keeps the step split-invariant but varies from step to step.
+    """
+
+    eps_low: float = 0.2
+    eps_high: float = 0.28
+    dual_clip_c: float | None = None
+    loss_agg_mode: str = "token-mean"
+    kl_coef: float = 0.0
+    max_response_tokens: int | None = None
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.eps_low < 1.0:
+            raise ValueError(f"eps_low must be in [0, 1), got {self.eps_low}")
+        if self.eps_high < 0.0:
+            raise ValueError(f"eps_high must be >= 0, got {self.eps_high}")
+        if self.dual_clip_c is not None and self.dual_clip_c <= 1.0:
+            raise ValueError(f"dual_clip_c must be > 1 (or None), got {self.dual_clip_c}")
+        if self.loss_agg_mode not in LOSS_AGG_MODES:
+            raise ValueError(f"loss_agg_mode must be one of {LOSS_AGG_MODES}, got {self.loss_agg_mode!r}")
+        if self.kl_coef < 0.0:
+            raise ValueError(f"kl_coef must be >= 0, got {self.kl_coef}")
+        if self.max_response_tokens is not None and self.max_response_tokens < 1:
+            raise ValueError(f"max_response_tokens must be >= 1 (or None), got {self.max_response_tokens}")
+
+
+def loss_normalizer(masks: Sequence[Tensor], mode: str, max_response_tokens: int | None = None) -> float:
+    """The denominator of one optimizer step's loss, from the [B_k, T_k] masks of all its micro-batches.
+
+    ``token-mean``: total response tokens. ``seq-mean-token-mean``: sequences with at least one response
+    token. ``seq-mean-token-sum-norm``: that number of sequences times ``max_response_tokens`` (None: the
+    longest response in the step). A step without response tokens gives 1.0, so its loss is 0, not NaN.
+    """
+    if mode not in LOSS_AGG_MODES:
+        raise ValueError(f"mode must be one of {LOSS_AGG_MODES}, got {mode!r}")
+    lengths = torch.cat([m.reshape(m.shape[0], -1).bool().sum(-1).cpu() for m in masks]) if masks else None
+    if lengths is None or int(lengths.sum()) == 0:
+        return 1.0
+    if mode == "token-mean":
+        return float(lengths.sum())
+    sequences = int((lengths > 0).sum())
+    if mode == "seq-mean-token-mean":
+        return float(sequences)
+    horizon = max_response_tokens if max_response_tokens is not None else int(lengths.max())
+    return float(sequences * horizon)
+
+
+def policy_loss(
+    logp: Tensor,
+    logp_old: Tensor,
+    advantages: Tensor,
+    mask: Tensor,
+    *,
+    normalizer: float,
+    cfg: LossConfig,
+    weights: Tensor | None = None,
+    logp_ref: Tensor | None = None,
+) -> tuple[Tensor, dict[str, Tensor]]:
+    """One micro-batch's contribution to the step loss, and its detached metrics.
+
+    logp, logp_old, mask, logp_ref: [B, T] (current, behaviour and reference log-probs of the sampled tokens;
+    mask 1 on response tokens). advantages: [B] (broadcast over tokens) or [B, T]. weights: [B] importance
+    weights of replayed sequences, multiplying each sequence's whole loss (KL term included). normalizer:
+    :func:`loss_normalizer` of the whole optimizer step. logp_ref is required when ``cfg.kl_coef > 0``.
+
+    Metrics, over this micro-batch's response tokens: clipfrac_low / clipfrac_high (fraction of tokens whose
+    gradient the low / high clip removes: A < 0 and r < 1 - eps_low / A > 0 and r > 1 + eps_high),
+    dual_clip_frac, approx_kl (k3 estimate of KL(behaviour || current)), ratio_min / ratio_max / ratio_mean,
+    kl_ref (when logp_ref is given), pg_loss (the policy-gradient part of the returned loss) and tokens.
+    Without response tokens the fractions and KLs are 0 and the ratio statistics 1.
+    """
+    mask = _check_inputs(logp, logp_old, advantages, mask, weights, logp_ref, normalizer, cfg)
+    zero = logp.new_zeros(())
+    if advantages.dim() == 1:
+        advantages = advantages[:, None].expand_as(logp)
+    # where, not multiplication: a NaN/inf in a masked slot never enters exp(), so no 0 * inf in backward.
+    logp = torch.where(mask, logp, zero)
+    logp_old = torch.where(mask, logp_old, zero)
+    adv = torch.where(mask, advantages.to(logp.dtype), zero)
+
+    log_ratio = logp - logp_old
+    ratio = torch.exp(log_ratio)
+    pg_loss1 = -adv * ratio
+    pg_loss2 = -adv * torch.clamp(ratio, 1.0 - cfg.eps_low, 1.0 + cfg.eps_high)
+    pg_losses = torch.maximum(pg_loss1, pg_loss2)
+    dual_clipped = torch.zeros_like(mask)
+    if cfg.dual_clip_c is not None:
+        pg_loss3 = -adv * cfg.dual_clip_c
+        dual_clipped = (adv < 0) & (pg_loss3 < pg_losses)  # strict: at r == c the token keeps its gradient
+        pg_losses = torch.where(dual_clipped, pg_loss3, pg_losses)
+
+    token_losses = pg_losses
+    kl_ref = None
+    if logp_ref is not None:
+        ref_log_ratio = torch.where(mask, logp_ref, zero) - logp
+        kl_ref = torch.exp(ref_log_ratio) - ref_log_ratio - 1.0
+        token_losses = pg_losses + cfg.kl_coef * kl_ref
+
+    if weights is not None:
+        w = torch.where(mask, weights[:, None].to(logp.dtype), zero)
+        token_losses, pg_losses = w * token_losses, w * pg_losses
+    loss = _aggregate(token_losses, mask, cfg.loss_agg_mode, normalizer)
+
+    with torch.no_grad():
+        tokens = mask.sum()
+        n = tokens.clamp(min=1).to(logp.dtype)
+        one = logp.new_ones(())
+        metrics = {
+            "clipfrac_low": ((adv < 0) & (ratio < 1.0 - cfg.eps_low)).sum() / n,
+            "clipfrac_high": ((adv > 0) & (ratio > 1.0 + cfg.eps_high)).sum() / n,
+            "dual_clip_frac": dual_clipped.sum() / n,
+            "approx_kl": ((ratio - 1.0) - log_ratio).sum() / n,
+            "ratio_min": torch.where(tokens > 0, torch.where(mask, ratio, torch.inf).min(), one),
+            "ratio_max": torch.where(tokens > 0, torch.where(mask, ratio, -torch.inf).max(), one),
+            "ratio_mean": torch.where(tokens > 0, torch.where(mask, ratio, zero).sum() / n, one),
+            "pg_loss": _aggregate(pg_losses, mask, cfg.loss_agg_mode, normalizer),
+            "tokens": tokens,
+        }
+        if kl_ref is not None:
+            metrics["kl_ref"] = kl_ref.sum() / n
+    return loss, metrics
+
+
+def _aggregate(token_losses: Tensor, mask: Tensor, mode: str, normalizer: float) -> Tensor:
+    """Sum this micro-batch's share of the step loss; masked entries of ``token_losses`` are already 0."""
+    if mode == "seq-mean-token-mean":
+        per_sequence = token_losses.sum(-1) / mask.sum(-1).clamp(min=1)
+        return per_sequence.sum() / normalizer
+    return token_losses.sum() / normalizer
+
+
+def _check_inputs(
+    logp: Tensor,
+    logp_old: Tensor,
+    advantages: Tensor,
+    mask: Tensor,
+    weights: Tensor | None,
+    logp_ref: Tensor | None,
+    normalizer: float,
+    cfg: LossConfig,
+) -> Tensor:
+    """Validate shapes and arguments; return the mask as bool."""
+    if logp.dim() != 2:
+        raise ValueError(f"logp must be [B, T], got shape {tuple(logp.shape)}")
+    for name, x in (("logp_old", logp_old), ("mask", mask), ("logp_ref", logp_ref)):
+        if x is not None and x.shape != logp.shape:
+            raise ValueError(f"{name} must have the shape of logp {tuple(logp.shape)}, got {tuple(x.shape)}")
+    if advantages.shape not in (logp.shape[:1], logp.shape):
+        raise ValueError(f"advantages must be [B] or [B, T] for logp {tuple(logp.shape)}, "
+                         f"got {tuple(advantages.shape)}")
+    if weights is not None and weights.shape != logp.shape[:1]:
+        raise ValueError(f"weights must be [B] = {tuple(logp.shape[:1])}, got {tuple(weights.shape)}")
+    if cfg.kl_coef > 0 and logp_ref is None:
+        raise ValueError("cfg.kl_coef > 0 needs logp_ref")
+    if not normalizer > 0:
+        raise ValueError(f"normalizer must be > 0, got {normalizer}")
+    return mask if mask.dtype == torch.bool else mask != 0

@@ -1,0 +1,160 @@
+"""Dynamic sampling on hand-made reward tables: filtering, surplus, budget, checkpoints."""
+
+from __future__ import annotations
+
+import pickle
+import warnings
+
+import pytest
+
+from algorithms.dapo.dynamic_sampling import (
+    DynamicSampler,
+    DynamicSamplingBudgetWarning,
+    DynamicSamplingStats,
+)
+
+
+class Batches:
+    """``generate``: hands out pre-made batches of groups (tuples of rewards) and records what was asked."""
+
+    def __init__(self, *batches):
+        self.batches = list(batches)
+        self.requests: list[int] = []
+
+    def __call__(self, n_groups):
+        self.requests.append(n_groups)
+        return list(self.batches.pop(0)) if self.batches else []
+
+
+def rewards(group):
+    return group
+
+
+EQUAL = [(1.0, 1.0, 1.0), (-1.0, -1.0, -1.0), (0.5,)]
+MIXED = [(1.0, -1.0, -1.0), (0.0, 0.0, 1.0), (1.0, 0.9, 1.0), (-1.0, 1.0, 1.0), (0.2, 0.1, 0.2)]
+
+
+def test_all_equal_groups_are_dropped():
+    gen = Batches([EQUAL[0], MIXED[0], EQUAL[1], MIXED[1], EQUAL[2]], [MIXED[2], EQUAL[0]])
+    sampler = DynamicSampler(3, 5, metric=rewards)
+    groups, stats = sampler.collect(gen)
+    assert groups == [MIXED[0], MIXED[1], MIXED[2]]
+    assert stats == DynamicSamplingStats(
+        groups_sampled=7, groups_kept=3, groups_dropped=4, generation_batches=2, budget_exhausted=False,
+        surplus_groups=0, groups_from_surplus=0, groups_returned=3,
+    )
+    assert gen.requests == [3, 3]
+
+
+def test_surplus_is_kept_and_used_first_next_call():
+    sampler = DynamicSampler(2, 3, metric=rewards)
+    groups, stats = sampler.collect(Batches([MIXED[0], EQUAL[0], MIXED[1], MIXED[2], MIXED[3]]))
+    assert groups == [MIXED[0], MIXED[1]]
+    assert sampler.surplus == [MIXED[2], MIXED[3]]
+    assert (stats.groups_kept, stats.surplus_groups, stats.groups_from_surplus) == (4, 2, 0)
+
+    gen = Batches([MIXED[4]])
+    groups, stats = sampler.collect(gen)
+    assert groups == [MIXED[2], MIXED[3]]
+    assert gen.requests == []  # the surplus filled the batch: nothing generated
+    assert (stats.groups_from_surplus, stats.generation_batches, stats.surplus_groups) == (2, 0, 0)
+    assert not stats.budget_exhausted
+
+
+def test_partial_surplus_then_generation_and_new_surplus():
+    sampler = DynamicSampler(3, 2, metric=rewards)
+    sampler.surplus = [MIXED[0]]
+    groups, stats = sampler.collect(Batches([EQUAL[0], MIXED[1], MIXED[2], MIXED[3]]))
+    assert groups == [MIXED[0], MIXED[1], MIXED[2]]
+    assert sampler.surplus == [MIXED[3]]
+    assert (stats.groups_from_surplus, stats.groups_kept, stats.groups_dropped) == (1, 3, 1)
+    assert stats.groups_returned == 3 and stats.surplus_groups == 1
+
+
+def test_surplus_larger_than_target_is_consumed_oldest_first():
+    sampler = DynamicSampler(2, 1, metric=rewards)
+    sampler.surplus = [MIXED[0], MIXED[1], MIXED[2]]
+    assert sampler.collect(Batches())[0] == [MIXED[0], MIXED[1]]
+    assert sampler.surplus == [MIXED[2]]
+
+
+def test_budget_exhaustion_warns_once_and_returns_what_it_has():
+    sampler = DynamicSampler(3, 4, metric=rewards)
+    gen = Batches([EQUAL[0], MIXED[0]], [EQUAL[1]], [EQUAL[0], EQUAL[2]], [MIXED[1]], [MIXED[2]])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        groups, stats = sampler.collect(gen)
+    assert [w.category for w in caught] == [DynamicSamplingBudgetWarning]
+    assert groups == [MIXED[0], MIXED[1]]
+    assert stats.budget_exhausted and stats.generation_batches == 4 and len(gen.requests) == 4
+    assert (stats.groups_sampled, stats.groups_kept, stats.groups_dropped) == (6, 2, 4)
+
+
+def test_budget_exhaustion_with_nothing_informative_returns_empty():
+    sampler = DynamicSampler(2, 3, metric=rewards)
+    with pytest.warns(DynamicSamplingBudgetWarning, match="0 of 2 groups after 3 generation batches"):
+        groups, stats = sampler.collect(Batches(EQUAL, EQUAL, EQUAL, [MIXED[0]]))
+    assert groups == [] and stats.budget_exhausted and stats.groups_returned == 0
+    assert stats.groups_dropped == 9 and stats.surplus_groups == 0
+
+
+def test_generate_returning_nothing_counts_as_a_batch():
+    sampler = DynamicSampler(1, 2, metric=rewards)
+    with pytest.warns(DynamicSamplingBudgetWarning):
+        groups, stats = sampler.collect(Batches())
+    assert groups == [] and stats.generation_batches == 2 and stats.groups_sampled == 0
+
+
+def test_filter_off_keeps_every_group_with_target_and_surplus():
+    sampler = DynamicSampler(3, 2, filter_groups=False)
+    gen = Batches([EQUAL[0], MIXED[0]], [EQUAL[1], EQUAL[2], MIXED[1]])
+    groups, stats = sampler.collect(gen)
+    assert groups == [EQUAL[0], MIXED[0], EQUAL[1]]
+    assert sampler.surplus == [EQUAL[2], MIXED[1]]
+    assert (stats.groups_kept, stats.groups_dropped, stats.budget_exhausted) == (5, 0, False)
+    groups, stats = sampler.collect(Batches([MIXED[2]]))
+    assert groups == [EQUAL[2], MIXED[1], MIXED[2]] and stats.groups_from_surplus == 2
+
+
+def test_filters_on_the_metric_it_is_given():
+    """All answers correct but different overlong penalties: informative on the shaped reward (verl filters
+    on accuracy and drops it)."""
+    group = ({"acc": 1.0, "shaped": 1.0}, {"acc": 1.0, "shaped": 0.75})
+    shaped = DynamicSampler(1, 1, metric=lambda g: [t["shaped"] for t in g])
+    assert shaped.collect(Batches([group]))[0] == [group]
+    acc = DynamicSampler(1, 1, metric=lambda g: [t["acc"] for t in g])
+    with pytest.warns(DynamicSamplingBudgetWarning):
+        assert acc.collect(Batches([group]))[0] == []
+
+
+def test_groups_per_batch_is_what_generate_is_asked_for():
+    gen = Batches([MIXED[0]], [MIXED[1]])
+    DynamicSampler(2, 5, metric=rewards, groups_per_batch=1).collect(gen)
+    assert gen.requests == [1, 1]
+
+
+def test_state_dict_round_trip_through_pickle():
+    sampler = DynamicSampler(1, 1, metric=rewards)
+    sampler.collect(Batches([MIXED[0], MIXED[1], MIXED[2]]))
+    state = pickle.loads(pickle.dumps(sampler.state_dict()))
+    restored = DynamicSampler(1, 1, metric=rewards)
+    restored.load_state_dict(state)
+    assert restored.surplus == [MIXED[1], MIXED[2]]
+    assert restored.collect(Batches())[0] == sampler.collect(Batches())[0] == [MIXED[1]]
+
+
+def test_non_finite_metric_raises():
+    sampler = DynamicSampler(1, 1, metric=rewards)
+    with pytest.raises(ValueError, match="non-finite"):
+        sampler.collect(Batches([(1.0, float("nan"))]))
+
+
+@pytest.mark.parametrize("kwargs", [
+    {"target_groups": 0, "max_generation_batches": 1, "metric": rewards},
+    {"target_groups": 1, "max_generation_batches": 0, "metric": rewards},
+    {"target_groups": 1, "max_generation_batches": 1, "metric": rewards, "groups_per_batch": 0},
+    {"target_groups": 1, "max_generation_batches": 1},
+])
+def test_invalid_arguments_raise(kwargs):
+    with pytest.raises(ValueError):
+        DynamicSampler(**kwargs)
