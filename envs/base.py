@@ -13,6 +13,8 @@ A subclass implements four small hooks and gets the rest (spaces, invalid-output
   It must never raise: model output is never "bad input".
 - ``_apply(action)``: apply a valid action, returning an :class:`Outcome`.
 - ``_state_text()``: the current state as text (shown again after a no-op).
+- optionally ``_task_info()``: facts about the current task merged into every ``info`` (for example
+  Sokoban's optimal solution length).
 Vision envs also set ``image_shape`` and implement ``_render_image()``.
 """
 
@@ -91,7 +93,7 @@ class MultiTurnEnv(gym.Env):
         render_mode: ``"ansi"`` (text), or ``"rgb_array"`` for envs that can draw themselves.
     """
 
-    metadata: dict[str, Any] = {"render_modes": ["ansi"]}
+    metadata: dict[str, Any] = {"render_modes": ["ansi"], "render_fps": 4}
     # Vision envs set (height, width, 3); the observation becomes Dict(text=AnyText, image=Box(uint8)).
     image_shape: tuple[int, int, int] | None = None
 
@@ -140,6 +142,9 @@ class MultiTurnEnv(gym.Env):
     def _state_text(self) -> str:
         raise NotImplementedError
 
+    def _task_info(self) -> dict[str, Any]:
+        return {}
+
     def _render_image(self) -> np.ndarray:
         raise NotImplementedError(f"{type(self).__name__} has no image rendering")
 
@@ -153,7 +158,8 @@ class MultiTurnEnv(gym.Env):
         self.turn = 0
         self._done = False
         prompt = self._new_task()
-        return self._observation(prompt), self._info(format_ok=True, valid=True, effective=False)
+        info = self._info(format_ok=True, valid=True, effective=False, **self._task_info())
+        return self._observation(prompt), info
 
     def step(self, action: str):
         if self._done:
@@ -163,12 +169,10 @@ class MultiTurnEnv(gym.Env):
         try:
             parsed = self._parse(response)
         except Exception as exc:  # a parser bug must not crash a rollout; count it as a format error
-            parsed = Parsed(format_ok=False, valid=False, error=f"unparseable response ({type(exc).__name__})")
+            error = f"unparseable response ({type(exc).__name__})"
+            parsed = Parsed(format_ok=False, valid=False, error=error)
 
-        if parsed.valid:
-            outcome = self._apply(parsed.action)
-        else:
-            outcome = self._invalid_outcome(parsed)
+        outcome = self._apply(parsed.action) if parsed.valid else self._invalid_outcome(parsed)
         truncated = not outcome.terminated and self.turn >= self.max_turns
         self._done = outcome.terminated or truncated
         info = self._info(
@@ -176,9 +180,10 @@ class MultiTurnEnv(gym.Env):
             valid=parsed.valid,
             effective=outcome.effective,
             success=outcome.success,
-            **outcome.info,
+            **{**self._task_info(), **outcome.info},
         )
-        return self._observation(outcome.observation), float(outcome.reward), outcome.terminated, truncated, info
+        observation = self._observation(outcome.observation)
+        return observation, float(outcome.reward), outcome.terminated, truncated, info
 
     def render(self):
         if self.render_mode == "rgb_array":

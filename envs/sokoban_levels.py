@@ -1,0 +1,420 @@
+"""Sokoban levels: a reverse-play generator with an exact certificate, and an optimal solver.
+
+Both are pure functions of their arguments (the generator draws only from the ``np.random.Generator`` it is
+given), so they can be imported, tested and benchmarked without the env.
+
+Generation (:func:`generate_level`):
+
+1. Dig a room with gym-sokoban's random-walk topology (a walker stamps small floor masks, walls all round);
+   rooms with fewer floor cells than half the interior are dug again (tiny rooms make near-duplicate levels).
+2. Put the targets on random floor cells; the solved state has every box on a target.
+3. Reverse play, exhaustively: a breadth-first search over pulls and player moves, backwards from every
+   solved state (the player anywhere). Each state it reaches is solvable by construction, and its BFS depth
+   is exactly its optimal solution length in moves, because every reverse step undoes one forward move.
+4. Pick uniformly among the reached states whose optimal length lies in ``[min_length, max_length]`` and in
+   which no box starts on a target. If there is none, dig a new room.
+
+A state is encoded as one integer, ``player * C(n, k) + rank(boxes)`` over the ``n`` floor cells and ``k``
+identical boxes (``rank`` is the combinatorial number system of the sorted box cells), so the search runs in
+numba over flat arrays.
+
+Solving (:func:`solve`): a forward BFS over the same encoding from any state, returning a shortest action list
+(fewest moves). Actions are ``"Up"``, ``"Down"``, ``"Left"``, ``"Right"``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from math import comb
+
+import numpy as np
+from numba import njit
+
+from envs.gridworld import DELTAS as GRID_DELTAS
+from envs.gridworld import DIRECTIONS
+
+DELTAS = tuple(GRID_DELTAS[name] for name in DIRECTIONS)
+# Index of the opposite direction: Up <-> Down, Left <-> Right.
+_OPPOSITE = np.array([1, 0, 3, 2], dtype=np.int64)
+
+# gym-sokoban's room topology: 3x3 floor stamps, and the walker's chance to turn at each step.
+_ROOM_MASKS = np.array(
+    [
+        [[0, 0, 0], [1, 1, 1], [0, 0, 0]],
+        [[0, 1, 0], [0, 1, 0], [0, 1, 0]],
+        [[0, 0, 0], [1, 1, 0], [0, 1, 0]],
+        [[0, 0, 0], [1, 1, 0], [1, 1, 0]],
+        [[0, 0, 0], [0, 1, 1], [0, 1, 0]],
+    ],
+    dtype=bool,
+)
+_P_CHANGE_DIRECTION = 0.35
+
+
+@dataclass(frozen=True, eq=False)
+class Level:
+    """A Sokoban start state. Cells are ``(row, col)``; ``walls`` is a bool ``(H, W)`` array (True = wall)."""
+
+    walls: np.ndarray
+    targets: tuple[tuple[int, int], ...]
+    boxes: tuple[tuple[int, int], ...]
+    player: tuple[int, int]
+    optimal_length: int
+
+
+def level_from_text(text: str) -> Level:
+    """A level from a map in the env's characters (``#`` wall, ``_`` floor, ``O`` target, ``X`` box,
+    ``*`` box on target, ``P`` player, ``S`` player on target), with its optimal length from :func:`solve`.
+
+    Raises ``ValueError`` if the map is malformed (rows of unequal length, unknown characters, not exactly
+    one player, a border that is not all wall, boxes and targets of different counts) or unsolvable.
+    """
+    rows = [row for row in text.strip().splitlines() if row.strip()]
+    if not rows or len({len(row) for row in rows}) != 1:
+        raise ValueError("a level map needs equally long, non-empty rows")
+    grid = np.array([list(row) for row in rows])
+    if not np.isin(grid, list("#_OX*PS")).all():
+        raise ValueError("unknown map character; use # _ O X * P S")
+    walls = grid == "#"
+    if not (walls[[0, -1], :].all() and walls[:, [0, -1]].all()):
+        raise ValueError("the map border must be all wall (#)")
+
+    def cells(chars: str) -> tuple[tuple[int, int], ...]:
+        return tuple((int(r), int(c)) for r, c in np.argwhere(np.isin(grid, list(chars))))
+
+    boxes, targets, players = cells("X*"), cells("O*S"), cells("PS")
+    if len(players) != 1:
+        raise ValueError(f"a level needs exactly one player, found {len(players)}")
+    player = players[0]
+    solution = solve(walls, boxes, targets, player)
+    if solution is None:
+        raise ValueError("the level is not solvable")
+    return Level(walls=walls, targets=targets, boxes=boxes, player=player, optimal_length=len(solution))
+
+
+# ----------------------------------------------------------------------------------------- room topology
+def dig_room(rng: np.random.Generator, dim: tuple[int, int], steps: int) -> np.ndarray:
+    """gym-sokoban's room topology: a random walk stamping floor masks. Returns a bool floor array.
+
+    The walker's centres stay inside the border and consecutive centres touch, so the floor is connected.
+    """
+    height, width = dim
+    floor = np.zeros(dim, dtype=bool)
+    turn = rng.random(steps) < _P_CHANGE_DIRECTION
+    new_dir = rng.integers(0, 4, size=steps)
+    mask_ids = rng.integers(0, len(_ROOM_MASKS), size=steps)
+    direction = int(rng.integers(0, 4))
+    row = int(rng.integers(1, height - 1))
+    col = int(rng.integers(1, width - 1))
+    for step in range(steps):
+        if turn[step]:
+            direction = int(new_dir[step])
+        row = min(max(row + DELTAS[direction][0], 1), height - 2)
+        col = min(max(col + DELTAS[direction][1], 1), width - 2)
+        floor[row - 1 : row + 2, col - 1 : col + 2] |= _ROOM_MASKS[mask_ids[step]]
+    floor[[0, -1], :] = False
+    floor[:, [0, -1]] = False
+    return floor
+
+
+def room_steps(dim: tuple[int, int]) -> int:
+    """gym-sokoban's walk length for a room of ``dim``."""
+    return int(1.7 * (dim[0] + dim[1]))
+
+
+# ----------------------------------------------------------------------------------------- encoding
+def _floor_tables(walls: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Floor cells ``(n, 2)``, the cell -> floor index map (-1 for walls), and floor neighbours ``(n, 4)``."""
+    height, width = walls.shape
+    cells = np.argwhere(~walls)
+    index = np.full(walls.shape, -1, dtype=np.int64)
+    index[cells[:, 0], cells[:, 1]] = np.arange(len(cells))
+    padded = np.full((height + 2, width + 2), -1, dtype=np.int64)
+    padded[1:-1, 1:-1] = index
+    neighbours = np.empty((len(cells), 4), dtype=np.int64)
+    for d, (dr, dc) in enumerate(DELTAS):
+        neighbours[:, d] = padded[cells[:, 0] + 1 + dr, cells[:, 1] + 1 + dc]
+    return cells, index, neighbours
+
+
+def _binomials(n: int, k: int) -> np.ndarray:
+    """``table[m, j] = C(m, j)`` for m <= n, j <= k, as int64."""
+    table = np.zeros((n + 1, k + 1), dtype=np.int64)
+    for m in range(n + 1):
+        for j in range(k + 1):
+            table[m, j] = comb(m, j)
+    return table
+
+
+@njit(cache=True)
+def _rank(boxes, binom):
+    """Combinatorial-number-system rank of a sorted box tuple."""
+    r = 0
+    for i in range(boxes.shape[0]):
+        r += binom[boxes[i], i + 1]
+    return r
+
+
+@njit(cache=True)
+def _sorted_replace(boxes, old, new, out):
+    """``out`` = ``boxes`` with ``old`` replaced by ``new``, sorted (k is tiny: insertion sort)."""
+    k = boxes.shape[0]
+    for i in range(k):
+        out[i] = new if boxes[i] == old else boxes[i]
+    for i in range(1, k):
+        v = out[i]
+        j = i - 1
+        while j >= 0 and out[j] > v:
+            out[j + 1] = out[j]
+            j -= 1
+        out[j + 1] = v
+
+
+# ----------------------------------------------------------------------------------------- reverse play
+@njit(cache=True)
+def _reverse_play(neighbours, targets, is_target, binom, min_length, max_length):
+    """Exhaustive reverse play from all solved states, up to depth ``max_length``.
+
+    Returns the candidate starts (player, sorted boxes, depth) with depth in [min_length, max_length] and no
+    box on a target, and the number of candidates.
+    """
+    n = neighbours.shape[0]
+    k = targets.shape[0]
+    n_box_sets = binom[n, k]
+    seen = np.zeros(n * n_box_sets, dtype=np.uint8)
+    queue_player = np.empty(n * n_box_sets, dtype=np.int64)
+    queue_boxes = np.empty((n * n_box_sets, k), dtype=np.int64)
+    queue_depth = np.empty(n * n_box_sets, dtype=np.int64)
+    cand_player = np.empty(n * n_box_sets, dtype=np.int64)
+    cand_boxes = np.empty((n * n_box_sets, k), dtype=np.int64)
+    cand_depth = np.empty(n * n_box_sets, dtype=np.int64)
+    occupied = np.zeros(n, dtype=np.uint8)
+    solved = np.sort(targets)
+    solved_rank = _rank(solved, binom)
+    for i in range(k):
+        occupied[solved[i]] = 1
+
+    tail = 0
+    for p in range(n):
+        if occupied[p] == 0:
+            seen[p * n_box_sets + solved_rank] = 1
+            queue_player[tail] = p
+            queue_boxes[tail] = solved
+            queue_depth[tail] = 0
+            tail += 1
+    for i in range(k):
+        occupied[solved[i]] = 0
+
+    pulled = np.empty(k, dtype=np.int64)
+    n_cand = 0
+    head = 0
+    while head < tail:
+        p = queue_player[head]
+        boxes = queue_boxes[head]
+        depth = queue_depth[head]
+        head += 1
+        if depth >= min_length:
+            on_target = False
+            for i in range(k):
+                if is_target[boxes[i]]:
+                    on_target = True
+            if not on_target:
+                cand_player[n_cand] = p
+                cand_boxes[n_cand] = boxes
+                cand_depth[n_cand] = depth
+                n_cand += 1
+        if depth >= max_length:
+            continue
+        for i in range(k):
+            occupied[boxes[i]] = 1
+        rank = _rank(boxes, binom)
+        for d in range(4):
+            # Undo a forward move into p from q: the player steps back to q, and may pull the box in front.
+            q = neighbours[p, d]
+            if q < 0 or occupied[q]:
+                continue
+            code = q * n_box_sets + rank
+            if seen[code] == 0:
+                seen[code] = 1
+                queue_player[tail] = q
+                queue_boxes[tail] = boxes
+                queue_depth[tail] = depth + 1
+                tail += 1
+            c = neighbours[p, _OPPOSITE[d]]
+            if c >= 0 and occupied[c]:
+                _sorted_replace(boxes, c, p, pulled)
+                code = q * n_box_sets + _rank(pulled, binom)
+                if seen[code] == 0:
+                    seen[code] = 1
+                    queue_player[tail] = q
+                    queue_boxes[tail] = pulled
+                    queue_depth[tail] = depth + 1
+                    tail += 1
+        for i in range(k):
+            occupied[boxes[i]] = 0
+    return cand_player[:n_cand], cand_boxes[:n_cand], cand_depth[:n_cand]
+
+
+def generate_level(
+    rng: np.random.Generator,
+    *,
+    dim: tuple[int, int] = (6, 6),
+    num_boxes: int = 1,
+    min_length: int = 1,
+    max_length: int = 30,
+    max_tries: int = 1000,
+) -> Level:
+    """A random level whose optimal solution takes between ``min_length`` and ``max_length`` moves.
+
+    Solvable by construction (reverse play from the solved state); no box starts on a target; at least half
+    of the room's interior is floor. Raises
+    ``RuntimeError`` if ``max_tries`` rooms in a row have no such state (only for impossible settings, such
+    as more boxes than a room of ``dim`` can hold).
+    """
+    if num_boxes < 1:
+        raise ValueError(f"num_boxes must be >= 1, got {num_boxes}")
+    if min(dim) < 3:
+        raise ValueError(f"dim must be at least 3x3, got {dim}")
+    if not 1 <= min_length <= max_length:
+        raise ValueError(f"need 1 <= min_length <= max_length, got {min_length}, {max_length}")
+    steps = room_steps(dim)
+    min_floor = max(num_boxes + 2, (dim[0] - 2) * (dim[1] - 2) // 2)
+    for _ in range(max_tries):
+        walls = ~dig_room(rng, dim, steps)
+        cells, _, neighbours = _floor_tables(walls)
+        n = len(cells)
+        if n < min_floor:
+            continue
+        targets = np.sort(rng.choice(n, size=num_boxes, replace=False)).astype(np.int64)
+        is_target = np.zeros(n, dtype=np.uint8)
+        is_target[targets] = 1
+        players, boxes, depths = _reverse_play(
+            neighbours, targets, is_target, _binomials(n, num_boxes), min_length, max_length
+        )
+        if len(players) == 0:
+            continue
+        pick = int(rng.integers(len(players)))
+        return Level(
+            walls=walls,
+            targets=tuple((int(r), int(c)) for r, c in cells[targets]),
+            boxes=tuple((int(r), int(c)) for r, c in cells[boxes[pick]]),
+            player=(int(cells[players[pick], 0]), int(cells[players[pick], 1])),
+            optimal_length=int(depths[pick]),
+        )
+    raise RuntimeError(
+        f"no level with {num_boxes} boxes and a {min_length}..{max_length}-move solution in {max_tries} "
+        f"rooms of {dim}"
+    )
+
+
+# ----------------------------------------------------------------------------------------- solver
+@njit(cache=True)
+def _forward_bfs(neighbours, is_target, start_player, start_boxes, binom, max_states):
+    """Shortest move sequence (direction indices) to a state with every box on a target; -1 if none."""
+    n = neighbours.shape[0]
+    k = start_boxes.shape[0]
+    n_box_sets = binom[n, k]
+    total = n * n_box_sets
+    parent = np.full(total, -1, dtype=np.int64)
+    move = np.zeros(total, dtype=np.int8)
+    queue_player = np.empty(total, dtype=np.int64)
+    queue_boxes = np.empty((total, k), dtype=np.int64)
+    occupied = np.zeros(n, dtype=np.uint8)
+    pushed = np.empty(k, dtype=np.int64)
+
+    start_code = start_player * n_box_sets + _rank(start_boxes, binom)
+    parent[start_code] = start_code
+    queue_player[0] = start_player
+    queue_boxes[0] = start_boxes
+    head = 0
+    tail = 1
+    goal = -1
+    while head < tail and tail <= max_states:
+        p = queue_player[head]
+        boxes = queue_boxes[head]
+        head += 1
+        code = p * n_box_sets + _rank(boxes, binom)
+        done = True
+        for i in range(k):
+            if not is_target[boxes[i]]:
+                done = False
+        if done:
+            goal = code
+            break
+        for i in range(k):
+            occupied[boxes[i]] = 1
+        rank = _rank(boxes, binom)
+        for d in range(4):
+            q = neighbours[p, d]
+            if q < 0:
+                continue
+            if occupied[q]:
+                beyond = neighbours[q, d]
+                if beyond < 0 or occupied[beyond]:
+                    continue
+                _sorted_replace(boxes, q, beyond, pushed)
+                next_code = q * n_box_sets + _rank(pushed, binom)
+                if parent[next_code] < 0:
+                    parent[next_code] = code
+                    move[next_code] = d
+                    queue_player[tail] = q
+                    queue_boxes[tail] = pushed
+                    tail += 1
+            else:
+                next_code = q * n_box_sets + rank
+                if parent[next_code] < 0:
+                    parent[next_code] = code
+                    move[next_code] = d
+                    queue_player[tail] = q
+                    queue_boxes[tail] = boxes
+                    tail += 1
+        for i in range(k):
+            occupied[boxes[i]] = 0
+    if goal < 0:
+        return np.full(1, -1, dtype=np.int64)
+    length = 0
+    code = goal
+    while parent[code] != code:
+        length += 1
+        code = parent[code]
+    path = np.empty(length, dtype=np.int64)
+    code = goal
+    for i in range(length - 1, -1, -1):
+        path[i] = move[code]
+        code = parent[code]
+    return path
+
+
+def solve(
+    walls: np.ndarray,
+    boxes: tuple[tuple[int, int], ...],
+    targets: tuple[tuple[int, int], ...],
+    player: tuple[int, int],
+    *,
+    max_states: int = 5_000_000,
+) -> list[str] | None:
+    """A shortest solution (fewest moves) as a list of directions, or None if unsolvable.
+
+    ``walls`` is a bool array; cells off the array count as walls. Boxes are identical and there are as many
+    targets as boxes. ``max_states`` bounds the search (None is also returned when it is exceeded).
+    """
+    if len(boxes) != len(targets) or not boxes:
+        raise ValueError(f"need as many boxes as targets (>= 1), got {len(boxes)} and {len(targets)}")
+    _, index, neighbours = _floor_tables(np.asarray(walls, dtype=bool))
+    n = len(neighbours)
+    box_ids = np.sort(np.array([index[cell] for cell in boxes], dtype=np.int64))
+    target_ids = np.array([index[cell] for cell in targets], dtype=np.int64)
+    player_id = int(index[player])
+    if player_id < 0 or (box_ids < 0).any() or (target_ids < 0).any():
+        raise ValueError("player, boxes and targets must be on floor cells")
+    is_target = np.zeros(n, dtype=np.uint8)
+    is_target[target_ids] = 1
+    path = _forward_bfs(neighbours, is_target, player_id, box_ids, _binomials(n, len(boxes)), max_states)
+    if len(path) == 1 and path[0] < 0:
+        return None
+    return [DIRECTIONS[d] for d in path]
+
+
+def solve_level(level: Level) -> list[str] | None:
+    """:func:`solve` applied to a level's start state."""
+    return solve(level.walls, level.boxes, level.targets, level.player)

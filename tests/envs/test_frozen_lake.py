@@ -1,0 +1,164 @@
+"""FrozenLake (text and vision): maps, moves, slipperiness, oracle, rendering."""
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import envs  # noqa: F401  (registers the envs)
+from envs.frozen_lake import FrozenLakeEnv, FrozenLakeVisionEnv, generate_map, shortest_path
+
+ALL_OPEN = ["SFFF", "FFFF", "FFFF", "FFFG"]
+
+
+def exhaustive_distance(desc: list[str]) -> int | None:
+    """Shortest path length by relaxing distances until nothing changes (independent of BFS)."""
+    size = len(desc)
+    inf = size * size + 1
+    dist = np.full((size, size), inf)
+    start = next((r, c) for r in range(size) for c in range(size) if desc[r][c] == "S")
+    dist[start] = 0
+    changed = True
+    while changed:
+        changed = False
+        for r in range(size):
+            for c in range(size):
+                if desc[r][c] == "H":
+                    continue
+                best = min(
+                    [dist[r, c]]
+                    + [dist[r + dr, c + dc] + 1 for dr, dc in ((-1, 0), (1, 0), (0, -1), (0, 1))
+                       if 0 <= r + dr < size and 0 <= c + dc < size and desc[r + dr][c + dc] != "H"]
+                )
+                if best < dist[r, c]:
+                    dist[r, c], changed = best, True
+    goal = next((r, c) for r in range(size) for c in range(size) if desc[r][c] == "G")
+    return None if dist[goal] >= inf else int(dist[goal])
+
+
+@pytest.mark.parametrize(("size", "hole_prob"), [(4, 0.2), (5, 0.4), (8, 0.3)])
+def test_generated_maps_have_a_path_and_are_well_formed(size, hole_prob):
+    rng = np.random.default_rng(size)
+    holes = 0
+    for _ in range(200):
+        desc = generate_map(rng, size, hole_prob)
+        cells = "".join(desc)
+        assert len(desc) == size and all(len(row) == size for row in desc)
+        assert cells.count("S") == 1 and cells.count("G") == 1 and set(cells) <= set("SFHG")
+        start, goal = divmod(cells.index("S"), size), divmod(cells.index("G"), size)
+        assert abs(start[0] - goal[0]) + abs(start[1] - goal[1]) >= size - 1
+        path = shortest_path(desc)
+        assert path is not None and len(path) == exhaustive_distance(desc)
+        holes += cells.count("H")
+    assert holes > 0
+
+
+def test_shortest_path_none_when_blocked():
+    assert shortest_path(["SH", "HG"]) is None
+    assert shortest_path(ALL_OPEN) == ["Down", "Down", "Down", "Right", "Right", "Right"]
+
+
+@pytest.mark.parametrize("env_id", ["freshrl/FrozenLake-v0", "freshrl/FrozenLakeVision-v0"])
+def test_oracle_reaches_the_goal(env_id):
+    env = gym.make(env_id).unwrapped
+    for seed in range(100):
+        _, info = env.reset(seed=seed)
+        responses = env.oracle_responses()
+        assert len(responses) <= env.max_turns
+        total = 0.0
+        for response in responses:
+            _, reward, terminated, truncated, step_info = env.step(response)
+            total += reward
+        assert terminated and not truncated and step_info["success"] and total == 1.0
+        assert step_info["moves_executed"] <= env.max_actions_per_turn
+        assert sum(r.count(",") + 1 for r in responses) == info["optimal_length"]
+
+
+def test_hole_terminates_with_zero_reward_and_stops_the_turn():
+    env = FrozenLakeEnv()
+    env.reset(options={"map": ["SHFF", "FFFF", "FFFF", "FFFG"]})
+    _, reward, terminated, truncated, info = env.step("<answer>Right, Down, Down</answer>")
+    assert terminated and not truncated and reward == 0.0
+    assert info["fell"] and not info["success"] and info["moves_executed"] == 1
+    assert env.oracle_actions() == []
+
+
+def test_off_grid_move_is_valid_but_not_effective():
+    env = FrozenLakeEnv()
+    obs, _ = env.reset(options={"map": ALL_OPEN})
+    _, reward, _, _, info = env.step("<answer>Up, Left</answer>")
+    assert info["action_valid"] and not info["action_effective"] and reward == 0.0
+    assert env.map_text().splitlines()[0] == "P___"
+
+
+def test_slippery_moves_go_sideways_a_third_of_the_time_each():
+    env = FrozenLakeEnv(is_slippery=True, size=5, max_turns=1, max_actions_per_turn=1)
+    desc = ["FFFFF", "FFFFF", "FFSFF", "FFFFF", "FFFFG"]
+    counts = {"Up": 0, "Left": 0, "Right": 0, "Down": 0}
+    for seed in range(900):
+        env.reset(seed=seed, options={"map": desc})
+        env.step("<answer>Up</answer>")
+        row, col = env._player
+        counts[{(1, 2): "Up", (2, 1): "Left", (2, 3): "Right", (3, 2): "Down"}[(row, col)]] += 1
+    assert counts["Down"] == 0
+    for direction in ("Up", "Left", "Right"):
+        assert 240 < counts[direction] < 360, counts  # 300 expected, about 5 standard deviations
+
+
+def test_not_slippery_by_default_and_prompt_says_when_slippery():
+    obs, _ = FrozenLakeEnv().reset(seed=0)
+    assert "slippery" not in obs
+    obs, _ = FrozenLakeEnv(is_slippery=True).reset(seed=0)
+    assert "slippery" in obs
+
+
+def test_map_is_rebuilt_from_the_seed_on_every_reset():
+    env = FrozenLakeEnv()
+    env.reset(seed=1)
+    first = list(env.desc)
+    env.reset(seed=2)
+    assert env.desc != first
+    env.reset(seed=1)
+    assert env.desc == first
+    maps = set()
+    for seed in range(100):
+        env.reset(seed=seed)
+        maps.add(tuple(env.desc))
+    assert len(maps) >= 90
+
+
+def test_text_observation_shows_the_map():
+    env = FrozenLakeEnv(render_mode="ansi")
+    obs, _ = env.reset(seed=0)
+    assert env.map_text() in obs and obs.isascii() and "<answer>" in obs
+    assert env.render() == f"Map:\n{env.map_text()}"
+
+
+def test_vision_observation_has_an_image_and_no_map():
+    env = gym.make("freshrl/FrozenLakeVision-v0", render_mode="rgb_array").unwrapped
+    obs, _ = env.reset(seed=0)
+    assert set(obs) == {"text", "image"}
+    assert obs["image"].shape == env.image_shape == (112, 112, 3) and obs["image"].dtype == np.uint8
+    assert env.observation_space.contains(obs)
+    assert env.map_text() not in obs["text"] and "<answer>" in obs["text"] and obs["text"].isascii()
+    assert np.array_equal(env.render(), obs["image"])
+    # The agent is the red circle: the centre of its cell is red.
+    row, col = env._player
+    assert tuple(obs["image"][row * 28 + 14, col * 28 + 14]) == (220, 40, 40)
+    first_move = env.oracle_actions()[0]
+    obs2, *_ = env.step(f"<answer>{first_move}</answer>")
+    assert not np.array_equal(obs2["image"], obs["image"])
+
+
+def test_vision_image_size_follows_the_map():
+    env = FrozenLakeVisionEnv(size=6, cell_pixels=32, render_mode="ansi")
+    obs, _ = env.reset(seed=0)
+    assert obs["image"].shape == (192, 192, 3) == env.observation_space["image"].shape
+    assert env.render() == env.map_text()
+    assert FrozenLakeVisionEnv.image_shape == (112, 112, 3)
+
+
+def test_bad_given_maps_are_rejected():
+    env = FrozenLakeEnv()
+    for desc in (["SH", "HG"], ["SFFF", "FFFF", "FFFF", "FFFF"], ["SF", "FG"]):
+        with pytest.raises(ValueError):
+            env.reset(options={"map": desc})

@@ -1,0 +1,198 @@
+"""Sokoban: level generator, solver optimality, rewards, oracle demonstrations, rendering."""
+
+from collections import deque
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import envs  # noqa: F401  (registers the envs)
+from envs.sokoban import PRESETS, SokobanEnv
+from envs.sokoban_levels import Level, generate_level, level_from_text, solve, solve_level
+
+MOVES = {"Up": (-1, 0), "Down": (1, 0), "Left": (0, -1), "Right": (0, 1)}
+
+
+def exhaustive_optimum(walls: np.ndarray, boxes, targets, player) -> int | None:
+    """Fewest moves to solve, by a plain breadth-first search over (player, frozenset of boxes)."""
+    goal = frozenset(targets)
+    start = (tuple(player), frozenset(boxes))
+    depth = {start: 0}
+    queue = deque([start])
+    while queue:
+        state = queue.popleft()
+        (r, c), box_set = state
+        if box_set == goal:
+            return depth[state]
+        for dr, dc in MOVES.values():
+            nxt = (r + dr, c + dc)
+            if walls[nxt]:
+                continue
+            new_boxes = box_set
+            if nxt in box_set:
+                beyond = (r + 2 * dr, c + 2 * dc)
+                if walls[beyond] or beyond in box_set:
+                    continue
+                new_boxes = (box_set - {nxt}) | {beyond}
+            new_state = (nxt, new_boxes)
+            if new_state not in depth:
+                depth[new_state] = depth[state] + 1
+                queue.append(new_state)
+    return None
+
+
+def play(env: SokobanEnv, moves: list[str]) -> tuple[float, bool, int]:
+    """Play ``moves`` one per turn; return (return, success, turns)."""
+    total, success, turns = 0.0, False, 0
+    for move in moves:
+        _, reward, terminated, truncated, info = env.step(f"<answer>{move}</answer>")
+        total += reward
+        turns += 1
+        success = info["success"]
+        if terminated or truncated:
+            break
+    return total, success, turns
+
+
+@pytest.mark.parametrize("preset", sorted(PRESETS))
+def test_generated_levels_respect_the_preset(preset):
+    spec = PRESETS[preset]
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        level = generate_level(
+            rng,
+            dim=spec.dim,
+            num_boxes=spec.num_boxes,
+            min_length=spec.min_solution_length,
+            max_length=spec.max_solution_length,
+        )
+        assert level.walls.shape == spec.dim
+        assert level.walls[[0, -1], :].all() and level.walls[:, [0, -1]].all()
+        assert len(level.boxes) == len(set(level.boxes)) == spec.num_boxes
+        assert len(set(level.targets)) == spec.num_boxes
+        assert not set(level.boxes) & set(level.targets), "no box may start on a target"
+        cells = [*level.boxes, *level.targets, level.player]
+        assert not any(level.walls[cell] for cell in cells)
+        assert level.player not in level.boxes
+        assert spec.min_solution_length <= level.optimal_length <= spec.max_solution_length
+
+
+def test_certificate_and_solver_are_optimal_against_exhaustive_search():
+    rng = np.random.default_rng(1)
+    levels = [generate_level(rng, dim=(6, 6), num_boxes=1, min_length=1, max_length=40) for _ in range(60)]
+    levels += [generate_level(rng, dim=(7, 7), num_boxes=2, min_length=1, max_length=40) for _ in range(15)]
+    for level in levels:
+        reference = exhaustive_optimum(level.walls, level.boxes, level.targets, level.player)
+        assert level.optimal_length == reference
+        solution = solve_level(level)
+        assert solution is not None and len(solution) == reference
+
+
+def test_solver_on_hand_made_levels():
+    corridor = level_from_text("#######\n#P_X_O#\n#######")
+    assert corridor.optimal_length == 3
+    assert solve_level(corridor) == ["Right", "Right", "Right"]
+    # A box in a corner can never leave it.
+    walls = np.ones((5, 5), dtype=bool)
+    walls[1:4, 1:4] = False
+    assert solve(walls, ((1, 1),), ((3, 3),), (2, 2)) is None
+    # Two boxes in a row cannot be pushed: the player must go round.
+    level = level_from_text("#######\n#_____#\n#PXX_O#\n#____O#\n#######")
+    assert level.optimal_length == exhaustive_optimum(level.walls, level.boxes, level.targets, level.player)
+    with pytest.raises(ValueError):
+        level_from_text("#####\n#PXO_\n#####")  # border not closed
+    with pytest.raises(ValueError):
+        level_from_text("#####\n#X_O#\n#####")  # no player
+
+
+def test_rewards_follow_gym_sokoban():
+    env = SokobanEnv(max_turns=10)
+    env.reset(options={"level": "########\n#P_XO_O#\n#______#\n#___X__#\n#______#\n########"})
+    # Into the wall: valid, costs a step, changes nothing.
+    _, reward, terminated, _, info = env.step("<answer>Up</answer>")
+    assert reward == pytest.approx(-0.1)
+    assert info["action_valid"] and not info["action_effective"] and not terminated
+    # Push the first box onto a target: -0.1 + 1 for that move.
+    _, reward, _, _, info = env.step("<answer>Right, Right</answer>")
+    assert reward == pytest.approx(-0.2 + 1.0)
+    assert info["boxes_on_target"] == 1 and info["moves_effective"] == 2
+    # Push it off again: -0.1 - 1.
+    _, reward, _, _, info = env.step("<answer>Right</answer>")
+    assert reward == pytest.approx(-0.1 - 1.0)
+    assert info["boxes_on_target"] == 0
+    # Finish: box 1 onto the far target, then box 2 up onto the first target; +10 on the solving move.
+    _, reward, terminated, _, info = env.step("<answer>Right</answer>")
+    assert reward == pytest.approx(-0.1 + 1.0)
+    _, reward, terminated, truncated, info = env.step("<answer>Down, Down, Down, Left, Up</answer>")
+    assert reward == pytest.approx(-0.5) and not terminated
+    _, reward, terminated, truncated, info = env.step("<answer>Up, Left, Left</answer>")
+    assert reward == pytest.approx(-0.1 + 1.0 + 10.0)
+    assert terminated and not truncated and info["success"] and info["moves_executed"] == 1
+
+
+def test_moves_after_the_solving_move_are_not_executed():
+    env = SokobanEnv()
+    env.reset(options={"level": "#######\n#P_X_O#\n#######"})
+    _, reward, terminated, _, info = env.step("<answer>Right, Right, Right, Left, Left</answer>")
+    assert terminated and info["success"] and info["moves_executed"] == 3
+    assert reward == pytest.approx(-0.3 + 1.0 + 10.0)
+
+
+@pytest.mark.parametrize("env_id", ["freshrl/Sokoban-v0", "freshrl/SokobanHard-v0"])
+def test_oracle_demonstrations_solve_levels_optimally(env_id):
+    env = gym.make(env_id).unwrapped
+    for seed in range(100):
+        _, info = env.reset(seed=seed)
+        responses = env.oracle_responses()
+        assert sum(r.count(",") + 1 for r in responses) == info["optimal_length"]
+        assert len(responses) <= env.max_turns
+        for response in responses:
+            _, _, terminated, truncated, step_info = env.step(response)
+            assert step_info["format_ok"] and step_info["action_valid"]
+        assert terminated and not truncated and step_info["success"]
+
+
+def test_one_move_per_turn_until_truncation():
+    env = SokobanEnv(max_turns=3, max_actions_per_turn=1)
+    obs, info = env.reset(seed=5)
+    assert "up to" not in obs and "one move" in obs
+    total, success, turns = play(env, ["Up", "Up", "Up", "Up"])
+    assert turns == 3 and not success
+    with pytest.raises(RuntimeError):
+        env.step("<answer>Up</answer>")
+
+
+def test_too_many_moves_in_a_turn_is_invalid():
+    env = SokobanEnv(max_actions_per_turn=2)
+    env.reset(seed=0)
+    _, reward, _, _, info = env.step("<answer>Up, Up, Up</answer>")
+    assert info["format_ok"] and not info["action_valid"]
+    assert reward == pytest.approx(-0.1)
+
+
+def test_rendering():
+    env = SokobanEnv("hard", render_mode="rgb_array")
+    env.reset(seed=3)
+    image = env.render()
+    assert image.shape == (8 * 28, 8 * 28, 3) and image.dtype == np.uint8
+    env.step("<answer>Left</answer>")
+    assert env.render().shape == image.shape
+    env = SokobanEnv(render_mode="ansi", cell_pixels=10)
+    obs, _ = env.reset(seed=3)
+    text = env.map_text()
+    assert env.render() == f"Map:\n{text}" and text in obs and len(text.splitlines()) == 6
+    assert all(len(row) == 6 and set(row) <= set("#_OX*PS") for row in text.splitlines())
+    assert obs.isascii()
+    assert SokobanEnv(render_mode=None).render() is None
+
+
+def test_given_level_is_played_and_seeded_levels_differ():
+    env = SokobanEnv()
+    level = level_from_text("#######\n#P_X_O#\n#######")
+    _, info = env.reset(seed=0, options={"level": level})
+    assert isinstance(env.level, Level) and env.level is level and info["optimal_length"] == 3
+    maps = set()
+    for seed in range(50):
+        env.reset(seed=seed)
+        maps.add(env.map_text())
+    assert len(maps) >= 45
