@@ -13,7 +13,7 @@ _ENVS = {
     "freshrl/SokobanHard-v0": ("envs.sokoban:SokobanEnv", {"preset": "hard"}),
     "freshrl/FrozenLake-v0": ("envs.frozen_lake:FrozenLakeEnv", {}),
     "freshrl/FrozenLakeVision-v0": ("envs.frozen_lake:FrozenLakeVisionEnv", {}),
-    "freshrl/Math-v0": ("envs.math:MathEnv", {}),
+    "freshrl/Math-v0": ("envs.math_task:MathEnv", {}),
     "freshrl/NQSearch-v0": ("envs.search:NQSearchEnv", {}),
 }
 

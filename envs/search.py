@@ -1,0 +1,295 @@
+"""Question answering with a search tool (Search-R1's protocol), over NQ or a synthetic corpus."""
+
+from __future__ import annotations
+
+import functools
+import re
+import string
+from collections.abc import Sequence
+from os import PathLike
+from pathlib import Path
+from typing import Any
+
+from envs.base import MAX_TEXT_CHARS, MultiTurnEnv, Outcome, Parsed
+from envs.retrieval.base import Passage, Retriever
+from envs.retrieval.bm25 import BM25Retriever
+from envs.retrieval.http_client import HTTPRetriever
+from envs.search_data import SearchQuestion, SyntheticWorld, load_questions, make_world, oracle_responses
+from envs.seeds import SPLITS, split_of
+
+PROMPT = (
+    "Answer the question. To search, write <search>query</search>; the results come back in "
+    "<information>...</information>. You can search up to {max_searches} times. When you know the answer, "
+    "write <answer>answer</answer> with only the answer inside.\nQuestion: {question}"
+)
+FORMAT_REMINDER = "Write <search>query</search> to search or <answer>answer</answer> to answer."
+# Each passage shown is cut to this many characters (a Wikipedia passage of 100 words is about 600).
+PASSAGE_CHARS = 1500
+MAX_TOPK = 50
+
+_TAGS = ("search", "answer")
+_PUNCTUATION = frozenset(string.punctuation)
+
+
+def normalize_answer(text: str) -> str:
+    """SQuAD's normalisation: lower case, no punctuation, no articles (a, an, the), single spaces."""
+    text = text.lower()
+    text = "".join(ch for ch in text if ch not in _PUNCTUATION)
+    text = re.sub(r"\b(a|an|the)\b", " ", text)
+    return " ".join(text.split())
+
+
+def exact_match(prediction: str, answers: Sequence[str]) -> bool:
+    """Whether the prediction equals any gold alias after :func:`normalize_answer`."""
+    predicted = normalize_answer(prediction)
+    return any(predicted == normalize_answer(a) for a in answers)
+
+
+def format_passages(passages: Sequence[Passage]) -> str:
+    """Search-R1's observation: ``<information>Doc 1 (Title: ...) text\\n...</information>``."""
+    if not passages:
+        return "<information>No results.</information>"
+    lines = []
+    for rank, passage in enumerate(passages, start=1):
+        text = passage.text[:PASSAGE_CHARS]
+        lines.append(f"Doc {rank} (Title: {passage.title}) {text}" if passage.title else f"Doc {rank} {text}")
+    return "<information>" + "\n".join(lines) + "</information>"
+
+
+@functools.lru_cache(maxsize=4)
+def synthetic_setup(world_seed: int) -> tuple[SyntheticWorld, BM25Retriever]:
+    """The synthetic world of ``world_seed`` and its BM25 index, built once per process and shared."""
+    world = make_world(world_seed)
+    return world, BM25Retriever.build(world.passages)
+
+
+def _resolve_retriever(retriever: Retriever | str | PathLike) -> Retriever:
+    if isinstance(retriever, str) and retriever.startswith(("http://", "https://")):
+        return HTTPRetriever(retriever)
+    if isinstance(retriever, str | PathLike):
+        return BM25Retriever.load(Path(retriever))
+    if not isinstance(retriever, Retriever):
+        raise TypeError(f"retriever must be a Retriever, an index path or an http URL, got {type(retriever)}")
+    return retriever
+
+
+class NQSearchEnv(MultiTurnEnv):
+    """Answer a factual question, searching a passage corpus as often as needed (Search-R1's protocol).
+
+    ## Description
+    The observation states the question and the protocol. Each turn the model either searches, with
+    ``<search>query</search>`` (the observation is the top ``topk`` passages inside
+    ``<information>...</information>``), or answers, with ``<answer>...</answer>``, which ends the episode.
+    By default questions and corpus are a synthetic world (``envs.search_data.make_world``): invented
+    people, towns and countries, with distractor passages, searched by an in-process BM25 index, so the
+    env runs offline. ``questions`` and ``retriever`` point it at NQ and a real retriever (a saved BM25
+    index or a Search-R1-compatible HTTP server, such as e5 over Wikipedia).
+
+    Only the model's response is parsed, never the prompt, so the example tags in the prompt cannot
+    count as an answer.
+
+    ## Action Space
+    Any string. Strict format: exactly one complete ``<search>...</search>`` or ``<answer>...</answer>`` with
+    non-empty content, followed by nothing but whitespace (text before it, such as ``<think>...</think>``,
+    is allowed). Lenient fallback (``info["format_ok"]`` False): the first complete tag when there are
+    several or text follows; an unclosed ``<search>`` or ``<answer>`` at the very end (a generation stopped
+    at the closing tag without returning it). Anything else is invalid.
+
+    ## Observation Space
+    ``AnyText``: the prompt at reset; then the ``<information>`` block of a search, "Correct." or
+    "Incorrect." after an answer, a note when the search limit is reached, or what the ``invalid_output``
+    policy shows.
+
+    ## Starting State
+    ``reset(seed=s)`` picks the question. Synthetic world: questions are split by entity into train,
+    validation and test; a seed of a split of ``envs/seeds.py`` picks question ``(s - split.start) % n`` of
+    that split, ``seed=None`` (or a seed outside the splits) a random train question. Loaded questions: a seed
+    of a split picks question ``(s - split.start) % len(questions)``, other seeds one at random; keep separate
+    files for training and evaluation (NQ train and test).
+
+    ## Rewards
+    An answer gets 1 if it matches any gold alias exactly after SQuAD normalisation (lower case, no
+    punctuation or articles), else ``format_reward`` if every response of the episode was well formed,
+    else 0. Searches get 0. An invalid response gets ``invalid_penalty``. With the defaults
+    (``format_reward=0``, ``invalid_penalty=0``) the return is Search-R1's exact match.
+
+    ## Episode End
+    Terminated: an answer; an invalid response under ``invalid_output="terminate"``. Truncated: ``max_turns``
+    responses without an answer. A search beyond ``max_searches`` is not run; the observation asks for an
+    answer (``info["action_effective"]`` False).
+
+    ## Arguments
+    ```python
+    import gymnasium as gym
+    import envs
+
+    env = gym.make(
+        "freshrl/NQSearch-v0",
+        questions=None,            # None: the synthetic world; or a .jsonl/.json/.parquet path, or a list
+                                   # of SearchQuestion (then retriever is required)
+        retriever=None,            # None: BM25 over the synthetic corpus; or a Retriever, a saved
+                                   # BM25 index directory, or an http URL of a /retrieve server
+        topk=3,                    # passages per search
+        max_turns=4,               # responses per episode
+        max_searches=3,            # searches per episode
+        format_reward=0.0,         # reward of a wrong answer in an episode without format errors
+        invalid_output="reprompt", # "noop" | "reprompt" | "terminate"
+        invalid_penalty=0.0,       # reward of a response without a usable tag
+        world_seed=0,              # seed of the synthetic world
+        render_mode=None,          # "ansi" renders the question and the searches so far
+    )
+    ```
+    ``info`` adds ``searches`` (searches run so far, on every step), ``query`` (on a search turn),
+    ``answer`` and ``exact_match`` (on the answer turn). ``env.unwrapped.oracle_responses()`` returns the
+    oracle's responses from the current state: one well-chosen search per needed fact, then the answer.
+
+    ## Version History
+    - v0: first version.
+    """
+
+    metadata: dict[str, Any] = {"render_modes": ["ansi"], "render_fps": 4}
+
+    def __init__(
+        self,
+        questions: str | PathLike | Sequence[SearchQuestion] | None = None,
+        retriever: Retriever | str | PathLike | None = None,
+        topk: int = 3,
+        max_turns: int = 4,
+        max_searches: int = 3,
+        format_reward: float = 0.0,
+        invalid_output: str = "reprompt",
+        invalid_penalty: float = 0.0,
+        world_seed: int = 0,
+        render_mode: str | None = None,
+    ):
+        super().__init__(
+            max_turns=max_turns,
+            invalid_output=invalid_output,
+            invalid_penalty=invalid_penalty,
+            render_mode=render_mode,
+        )
+        if not 1 <= topk <= MAX_TOPK:
+            raise ValueError(f"topk must be in [1, {MAX_TOPK}], got {topk}")
+        if max_searches < 0:
+            raise ValueError(f"max_searches must be >= 0, got {max_searches}")
+        self.topk = topk
+        self.max_searches = max_searches
+        self.format_reward = float(format_reward)
+        self._by_split: dict[str, list[SearchQuestion]] | None = None
+        self._questions: list[SearchQuestion] | None = None
+        if questions is None:
+            world, default_retriever = synthetic_setup(world_seed)
+            self._by_split = world.questions
+            self.retriever = default_retriever if retriever is None else _resolve_retriever(retriever)
+        else:
+            if retriever is None:
+                raise ValueError("questions need a retriever: an index path, an http URL or a Retriever")
+            loaded = load_questions(questions) if isinstance(questions, str | PathLike) else list(questions)
+            if not loaded:
+                raise ValueError("no questions")
+            self._questions = loaded
+            self.retriever = _resolve_retriever(retriever)
+        self.question: SearchQuestion | None = None
+        self.searches = 0
+        self._history: list[str] = []
+        self._searched: set[str] = set()
+        self._all_format_ok = True
+        self._seed: int | None = None
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        self._seed = seed
+        return super().reset(seed=seed, options=options)
+
+    def oracle_responses(self) -> list[str]:
+        """The oracle's responses from the current state (a demonstration): the searches of
+        ``envs.search_data.oracle_responses`` not yet run, as many as the limits allow, then the answer."""
+        if self.question is None:
+            raise RuntimeError("call reset() before oracle_responses()")
+        if self._done:
+            return []
+        *searches, answer = oracle_responses(self.question)
+        searches = [s for s in searches if s not in self._searched]
+        room = min(self.max_searches - self.searches, self.max_turns - self.turn - 1)
+        return searches[: max(room, 0)] + [answer]
+
+    def format_reminder(self) -> str:
+        return FORMAT_REMINDER
+
+    # ----------------------------------------------------------------- hooks
+    def _new_task(self) -> str:
+        split = None if self._seed is None else split_of(self._seed)
+        pool = self._questions if self._by_split is None else self._by_split[split or "train"]
+        index = self._seed - SPLITS[split].start if split else int(self.np_random.integers(len(pool)))
+        self.question = pool[index % len(pool)]
+        self.searches = 0
+        self._history = []
+        self._searched = set()
+        self._all_format_ok = True
+        return PROMPT.format(max_searches=self.max_searches, question=self.question.question)
+
+    def _parse(self, response: str) -> Parsed:
+        parsed = _parse_action(response)
+        self._all_format_ok &= parsed.format_ok  # the format reward needs every turn's verdict
+        return parsed
+
+    def _apply(self, action: tuple[str, str]) -> Outcome:
+        kind, content = action
+        if kind == "answer":
+            correct = exact_match(content, self.question.answers)
+            reward = 1.0 if correct else (self.format_reward if self._all_format_ok else 0.0)
+            info = {"answer": content, "exact_match": correct}
+            self._history.append(f"answer: {content}")
+            observation = "Correct." if correct else "Incorrect."
+            return Outcome(reward, observation, terminated=True, success=correct, info=info)
+        if self.searches >= self.max_searches:
+            message = f"Search limit reached ({self.max_searches}). Answer with <answer>answer</answer>."
+            return Outcome(0.0, message, effective=False, info={"query": content})
+        self.searches += 1
+        passages = self.retriever.search([content], self.topk)[0]
+        self._history.append(f"search: {content}")
+        self._searched.add(f"<search>{content}</search>")
+        observation = format_passages(passages)[:MAX_TEXT_CHARS]
+        return Outcome(0.0, observation, info={"query": content})
+
+    def _task_info(self) -> dict[str, Any]:
+        return {"searches": self.searches}
+
+    def _state_text(self) -> str:
+        if self.question is None:
+            return ""
+        lines = [f"Question: {self.question.question}", f"Searches: {self.searches}/{self.max_searches}"]
+        return "\n".join(lines + self._history)
+
+
+def _first_complete_tag(response: str) -> tuple[str, int, int] | None:
+    """``(kind, start of content, start of closing tag)`` of the first complete tag, in linear time.
+
+    A regex with a lazy body would rescan the rest of the text from every unclosed opening tag (quadratic on
+    adversarial input); here an opening tag is only followed up when a closing tag of its kind comes later.
+    """
+    first_open = {kind: response.find(f"<{kind}>") for kind in _TAGS}
+    for at, kind in sorted((at, kind) for kind, at in first_open.items() if at >= 0):
+        start = at + len(kind) + 2
+        close = response.find(f"</{kind}>", start)
+        if close >= 0:
+            return kind, start, close
+        # No closing tag after this kind's first opening one, so none after any later one either.
+    return None
+
+
+def _parse_action(response: str) -> Parsed:
+    """The ``<search>`` or ``<answer>`` of a response, strict, then lenient (see the class docstring)."""
+    found = _first_complete_tag(response)
+    if found is not None:
+        kind, start, close = found
+        content = response[start:close].strip()
+        if not content:
+            return Parsed(format_ok=False, valid=False, error=f"empty <{kind}> tag")
+        strict = not response[close + len(kind) + 3 :].strip()
+        return Parsed(format_ok=strict, valid=True, action=(kind, content))
+    at, kind = max((response.rfind(f"<{kind}>"), kind) for kind in _TAGS)
+    content = response[at + len(kind) + 2 :].strip() if at >= 0 else ""
+    if content and not any(tag in content for t in _TAGS for tag in (f"<{t}>", f"</{t}>")):
+        # An unclosed tag ends the response: a generation stopped at the closing tag without returning it.
+        return Parsed(format_ok=False, valid=True, action=(kind, content))
+    return Parsed(format_ok=False, valid=False, error="no <search>query</search> or <answer>answer</answer>")
