@@ -1,0 +1,246 @@
+"""DAPOConfig: every hyper-parameter of DAPO + FreshPER in one place, with the paper defaults.
+
+Defaults cite their source: "DAPO" = ../shared/papers/dapo.md (section 4.1 training details unless noted),
+"FreshPER" = ../shared/papers/freshper.md and its reference repository's settings. Tiny-model presets that
+differ live in ``algorithms/dapo/presets.py`` and say so.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ray.rllib.algorithms.algorithm_config import AlgorithmConfig, NotProvided
+from ray.rllib.core.rl_module.rl_module import RLModuleSpec
+
+from algorithms.dapo.loss import LOSS_AGG_MODES
+from algorithms.replay import REPLAY_MODES
+
+AGE_UNITS = ("optimizer_steps", "iterations")
+PRIORITY_SIGNALS = ("reward", "advantage")
+
+
+class DAPOConfig(AlgorithmConfig):
+    """Configuration of :class:`algorithms.dapo.DAPO`.
+
+    Example::
+
+        config = (
+            DAPOConfig()
+            .environment("freshrl/FrozenLake-v0")
+            .training(model_path=None, group_size=8, prompts_per_iteration=4, eps_high=0.28)
+            .replay(mode="freshper", tau=500)
+        )
+        algo = config.build_algo()
+        algo.train()
+    """
+
+    def __init__(self, algo_class=None):
+        from algorithms.dapo.dapo import DAPO
+
+        super().__init__(algo_class=algo_class or DAPO)
+
+        # Model. None selects the offline tiny model (models/tiny.py), built on first use.
+        self.model_path: str | None = None
+        self.model_dtype = "float32"  # learner compute dtype: "float32" or "bfloat16" (autocast)
+        self.engine_dtype = "float32"  # vLLM dtype; bf16 halves memory, fp32 keeps logprobs exact on CPU
+        self.max_context_tokens = 4096  # whole conversation; a turn that would exceed it ends the episode
+        self.engine_kv_cache_gib: float | None = None  # None: the engine's own default for the device
+        self.system_prompt: str | None = None
+
+        # Sampling (rollouts). DAPO: temperature 1.0; top-p 1.0 in training (0.7 only for evaluation).
+        self.group_size = 16  # G, DAPO section 4.1
+        self.prompts_per_iteration = 512  # P, DAPO section 4.1 ("512 prompts")
+        self.temperature = 1.0
+        self.top_p = 1.0
+        self.max_response_tokens = 20480  # per turn; also L_max of overlong shaping (DAPO section 4.1)
+        self.stop_strings: tuple[str, ...] = ()
+        self.task_split = "train"  # envs/seeds.py split the task seeds come from
+
+        # Loss (DAPO Eq. 8-12).
+        self.eps_low = 0.2  # DAPO section 3.1
+        self.eps_high = 0.28  # DAPO section 3.1 (Clip-Higher)
+        self.dual_clip_c: float | None = None  # off by default; verl uses 3.0
+        self.loss_agg_mode = "token-mean"  # DAPO section 3.3, Eq. 12
+        self.kl_coef = 0.0  # DAPO section 2.3 removes the KL term
+        self.advantage_eps = 1e-6
+
+        # Dynamic sampling (DAPO section 3.2): keep groups with 0 < #correct < G.
+        self.dynamic_sampling = True
+        self.max_generation_batches = 4  # verl's DAPO recipe uses max_num_gen_batches; we warn, never raise
+
+        # Overlong reward shaping (DAPO section 3.4).
+        self.overlong_filtering = True  # DAPO Table 1 keeps it on in every row after the first
+        self.overlong_punishment = True
+        self.overlong_cache_len = 4096  # L_cache, DAPO section 4.1
+
+        # Optimisation. DAPO: AdamW, lr 1e-6 constant after 20 linear warm-up steps, 16 gradient steps per
+        # rollout (512 prompts, mini-batches of 32 prompts x 16 samples).
+        self.lr = 1e-6
+        self.warmup_steps = 20
+        self.weight_decay = 0.1  # verl's actor default
+        self.adam_betas = (0.9, 0.999)
+        self.grad_clip = 1.0  # verl's actor default
+        self.minibatch_size = 512  # trajectories per optimizer step (32 prompts x 16)
+        self.num_epochs = 1
+        self.micro_batch_size = 8  # trajectories per forward/backward; does not change the gradient
+
+        # Replay (FreshPER). mode: on_policy (no buffer) | per | freshper | freshper_poly.
+        self.replay_mode = "on_policy"
+        self.tau = 500.0  # FreshPER reference repository (1000 for FrozenLake)
+        self.replay_alpha = 0.6  # FreshPER reference repository
+        self.replay_beta_0 = 0.4  # FreshPER reference repository; annealed to 1 (FreshPER section 2)
+        self.replay_beta_horizon = 1000  # optimizer steps over which beta reaches 1
+        self.replay_capacity = 50_000  # FreshPER reference repository
+        self.replay_batches = 1  # K replay batches per iteration, each the size of the fresh batch
+        self.replay_priority = "reward"  # |R_i| + eps for critic-free methods (FreshPER Eq. 15)
+        self.replay_eps = 1e-6  # FreshPER reference repository
+        self.replay_poly_k = 1.0  # exponent of the polynomial decay (1 + age/tau)^-k
+        self.replay_age_unit = "optimizer_steps"
+
+        # RLlib settings: long multi-turn rollouts, restart crashed runners (ARCHITECTURE.md section 6).
+        self.sample_timeout_s = None
+        self.restart_failed_env_runners = True
+        self.num_env_runners = 0
+        self.env_runner_cls = _env_runner_cls()
+        self.seed = 0
+
+    # ----------------------------------------------------------------------------------------------------
+    def training(
+        self,
+        *,
+        model_path: str | None = NotProvided,
+        model_dtype: str = NotProvided,
+        engine_dtype: str = NotProvided,
+        max_context_tokens: int = NotProvided,
+        engine_kv_cache_gib: float | None = NotProvided,
+        system_prompt: str | None = NotProvided,
+        group_size: int = NotProvided,
+        prompts_per_iteration: int = NotProvided,
+        temperature: float = NotProvided,
+        top_p: float = NotProvided,
+        max_response_tokens: int = NotProvided,
+        stop_strings: tuple[str, ...] = NotProvided,
+        task_split: str = NotProvided,
+        eps_low: float = NotProvided,
+        eps_high: float = NotProvided,
+        dual_clip_c: float | None = NotProvided,
+        loss_agg_mode: str = NotProvided,
+        kl_coef: float = NotProvided,
+        advantage_eps: float = NotProvided,
+        dynamic_sampling: bool = NotProvided,
+        max_generation_batches: int = NotProvided,
+        overlong_filtering: bool = NotProvided,
+        overlong_punishment: bool = NotProvided,
+        overlong_cache_len: int = NotProvided,
+        warmup_steps: int = NotProvided,
+        weight_decay: float = NotProvided,
+        adam_betas: tuple[float, float] = NotProvided,
+        micro_batch_size: int = NotProvided,
+        **kwargs: Any,
+    ) -> DAPOConfig:
+        """DAPO settings (see the attribute comments in ``__init__``) plus RLlib's own ``training`` keys
+        (``lr``, ``grad_clip``, ``minibatch_size``, ``num_epochs``, ...)."""
+        super().training(**kwargs)
+        for name, value in locals().items():
+            if name not in ("self", "kwargs", "__class__") and value is not NotProvided:
+                setattr(self, name, value)
+        return self
+
+    def replay(
+        self,
+        *,
+        mode: str = NotProvided,
+        tau: float = NotProvided,
+        alpha: float = NotProvided,
+        beta_0: float = NotProvided,
+        beta_horizon: int = NotProvided,
+        capacity: int = NotProvided,
+        num_batches: int = NotProvided,
+        priority: str = NotProvided,
+        eps: float = NotProvided,
+        poly_k: float = NotProvided,
+        age_unit: str = NotProvided,
+    ) -> DAPOConfig:
+        """FreshPER replay: ``mode`` = on_policy | per | freshper | freshper_poly (FreshPER section 3)."""
+        settings = {
+            "replay_mode": mode,
+            "tau": tau,
+            "replay_alpha": alpha,
+            "replay_beta_0": beta_0,
+            "replay_beta_horizon": beta_horizon,
+            "replay_capacity": capacity,
+            "replay_batches": num_batches,
+            "replay_priority": priority,
+            "replay_eps": eps,
+            "replay_poly_k": poly_k,
+            "replay_age_unit": age_unit,
+        }
+        for name, value in settings.items():
+            if value is not NotProvided:
+                setattr(self, name, value)
+        return self
+
+    # ----------------------------------------------------------------------------------------------------
+    def validate(self) -> None:
+        super().validate()
+        checks = [
+            (self.group_size >= 2, f"group_size must be >= 2 for group advantages, got {self.group_size}"),
+            (self.prompts_per_iteration >= 1, "prompts_per_iteration must be >= 1"),
+            (0 <= self.eps_low < 1, f"eps_low must be in [0, 1), got {self.eps_low}"),
+            (self.eps_high >= 0, f"eps_high must be >= 0, got {self.eps_high}"),
+            (self.dual_clip_c is None or self.dual_clip_c > 1, "dual_clip_c must be > 1 (or None)"),
+            (self.loss_agg_mode in LOSS_AGG_MODES, f"loss_agg_mode must be one of {LOSS_AGG_MODES}"),
+            (self.replay_mode in REPLAY_MODES, f"replay mode must be one of {REPLAY_MODES}"),
+            (self.replay_priority in PRIORITY_SIGNALS, f"replay priority must be one of {PRIORITY_SIGNALS}"),
+            (self.replay_age_unit in AGE_UNITS, f"replay age_unit must be one of {AGE_UNITS}"),
+            (self.tau > 0, f"tau must be > 0, got {self.tau}"),
+            (self.replay_batches >= 0, "replay num_batches must be >= 0"),
+            (self.max_generation_batches >= 1, "max_generation_batches must be >= 1"),
+            (
+                0 < self.overlong_cache_len <= self.max_response_tokens or not self.overlong_punishment,
+                "overlong_cache_len must be in (0, max_response_tokens] when overlong_punishment is on",
+            ),
+            (self.micro_batch_size >= 1, "micro_batch_size must be >= 1"),
+            (self.minibatch_size is None or self.minibatch_size >= 1, "minibatch_size must be >= 1"),
+            (self.model_dtype in ("float32", "bfloat16"), "model_dtype must be 'float32' or 'bfloat16'"),
+            (
+                self.max_response_tokens < self.max_context_tokens,
+                "max_response_tokens must be < max_context_tokens",
+            ),
+        ]
+        for ok, message in checks:
+            if not ok:
+                raise ValueError(f"DAPOConfig: {message}")
+
+    def get_default_rl_module_spec(self) -> RLModuleSpec:
+        from models.policy_module import LLMPolicyModule
+
+        return RLModuleSpec(module_class=LLMPolicyModule, model_config=self.policy_model_config())
+
+    def get_default_learner_class(self):
+        from algorithms.dapo.learner import DAPOTorchLearner
+
+        return DAPOTorchLearner
+
+    def policy_model_config(self) -> dict[str, Any]:
+        """What the policy module needs to build the HF model (learner) or the vLLM engine (runners)."""
+        return {
+            "model_path": self.model_path,
+            "model_dtype": self.model_dtype,
+            "engine_dtype": self.engine_dtype,
+            "max_context_tokens": self.max_context_tokens,
+            "engine_kv_cache_gib": self.engine_kv_cache_gib,
+            "system_prompt": self.system_prompt,
+            "temperature": self.temperature,  # learner logprobs must match the sampler's (logits / T)
+            "seed": self.seed or 0,
+        }
+
+    @property
+    def _model_config_auto_includes(self) -> dict[str, Any]:
+        return {}
+
+
+def _env_runner_cls():
+    from algorithms.env_runner import MultiTurnEnvRunner
+
+    return MultiTurnEnvRunner

@@ -1,0 +1,279 @@
+"""DAPO (Yu et al., 2025) with optional FreshPER replay, as an RLlib Algorithm.
+
+One ``training_step`` is the story of ARCHITECTURE.md section 3:
+  1. roll out groups (G episodes per task seed) on the EnvRunners' vLLM engines;
+  2. shape rewards (overlong punishment) and compute group advantages;
+  3. dynamic sampling: keep informative groups until P are collected, surplus kept for the next step;
+  4. learn on the fresh batch, then on K replay batches (FreshPER), then store the fresh groups;
+  5. push the new weights to every engine.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+from ray.rllib.algorithms.algorithm import Algorithm
+from ray.rllib.utils.metrics import ENV_RUNNER_RESULTS, LEARNER_RESULTS, NUM_ENV_STEPS_SAMPLED_LIFETIME
+
+from algorithms.dapo.config import DAPOConfig
+from algorithms.dapo.dynamic_sampling import DynamicSampler
+from algorithms.dapo.groups import group_rewards, shape_and_score_group
+from algorithms.replay import make_replay_buffer
+from algorithms.trajectory import Trajectory
+from envs.seeds import SPLITS
+
+Group = list[Trajectory]
+
+# A rollout that loses groups to a crashed EnvRunner is retried on the restarted runners this many times.
+MAX_ROLLOUT_ATTEMPTS = 3
+
+
+class DAPO(Algorithm):
+    @classmethod
+    def get_default_config(cls) -> DAPOConfig:
+        return DAPOConfig()
+
+    def setup(self, config: DAPOConfig) -> None:
+        super().setup(config)
+        self._task_cursor = 0
+        self._optimizer_steps = 0
+        self._policy_version = 0
+        self._next_group_id = 0
+        self._rng = np.random.default_rng(config.seed)
+        self._sampler: DynamicSampler[Group] = DynamicSampler(
+            config.prompts_per_iteration,
+            config.max_generation_batches,
+            filter_groups=config.dynamic_sampling,
+            metric=group_rewards,
+        )
+        self._replay = make_replay_buffer(
+            config.replay_mode,
+            capacity=config.replay_capacity,
+            alpha=config.replay_alpha,
+            beta_0=config.replay_beta_0,
+            beta_horizon=config.replay_beta_horizon,
+            tau=config.tau,
+            poly_k=config.replay_poly_k,
+            eps=config.replay_eps,
+            seed=config.seed or 0,
+        )
+
+    # ------------------------------------------------------------------------------------------------
+    def training_step(self) -> None:
+        with self._timer("timing/rollout_s"):
+            groups, stats = self._sampler.collect(self._generate_groups)
+        self._log_groups(groups, stats)
+        if not groups:
+            return
+        fresh = [t for group in groups for t in group]
+
+        with self._timer("timing/learn_s"):
+            self._learn(fresh, weights=None, tag="fresh")
+            self._learn_from_replay(batch_size=len(fresh))
+            self._store(fresh)
+
+        with self._timer("timing/weight_sync_s"):
+            self._sync_weights()
+
+    # ------------------------------------------------------------------------------------------------
+    def _generate_groups(self, num_groups: int) -> list[Group]:
+        """One generation batch: num_groups new task seeds, G rollouts each, shaped and scored."""
+        seeds = self._next_seeds(num_groups)
+        groups = self._rollout(seeds)
+        for group in groups:
+            shape_and_score_group(
+                group,
+                overlong_punishment=self.config.overlong_punishment,
+                max_response_tokens=self.config.max_response_tokens,
+                overlong_cache_len=self.config.overlong_cache_len,
+                advantage_eps=self.config.advantage_eps,
+            )
+        return groups
+
+    def _next_seeds(self, count: int) -> list[int]:
+        split = SPLITS[self.config.task_split]
+        seeds = [split[(self._task_cursor + i) % len(split)] for i in range(count)]
+        self._task_cursor += count
+        return seeds
+
+    def _rollout(self, seeds: Sequence[int]) -> list[Group]:
+        """Spread the seeds over the EnvRunners; seeds lost to a crashed runner are retried after restart."""
+        first_id = self._next_group_id
+        self._next_group_id += len(seeds)
+        pending = {first_id + i: seed for i, seed in enumerate(seeds)}
+        done: dict[int, Group] = {}
+        for _ in range(MAX_ROLLOUT_ATTEMPTS):
+            for group in self._sample_on_runners(pending):
+                done[group[0].group_id] = group
+                pending.pop(group[0].group_id, None)
+            if not pending:
+                break
+            self.restore_env_runners(self.env_runner_group)
+        self.metrics.log_value("rollout/groups_lost", len(pending), reduce="sum")
+        return [done[gid] for gid in sorted(done)]
+
+    def _sample_on_runners(self, pending: dict[int, int], **overrides: Any) -> list[Group]:
+        runner_group = self.env_runner_group
+        kwargs = {
+            "collection_step": self._age_clock(),
+            "policy_version": self._policy_version,
+            "sampling_seed": int(self._rng.integers(2**31 - 1)),
+            **overrides,
+        }
+        ids = sorted(pending)
+        if runner_group.num_remote_env_runners() == 0:
+            groups = self.env_runner.sample_groups([pending[i] for i in ids], group_ids=ids, **kwargs)
+            self.metrics.aggregate([self.env_runner.get_metrics()], key=ENV_RUNNER_RESULTS)
+            return groups
+        runner_ids = runner_group.healthy_env_runner_ids()
+        chunks = {rid: ids[k :: len(runner_ids)] for k, rid in enumerate(runner_ids)}
+
+        def sample(runner) -> tuple[list[Group], dict[str, Any]]:
+            mine = chunks.get(runner.worker_index, [])
+            seed = kwargs["sampling_seed"] + runner.worker_index
+            groups = runner.sample_groups(
+                [pending[gid] for gid in mine], group_ids=mine, **{**kwargs, "sampling_seed": seed}
+            )
+            return groups, runner.get_metrics()
+
+        results = runner_group.foreach_env_runner(
+            sample, local_env_runner=False, remote_worker_ids=runner_ids
+        )
+        self.metrics.aggregate([metrics for _, metrics in results], key=ENV_RUNNER_RESULTS)
+        return [group for groups, _ in results for group in groups]
+
+    def evaluate_success(self, seeds: Sequence[int], samples_per_seed: int = 1) -> list[bool]:
+        """Success of ``samples_per_seed`` episodes per task seed with the current policy (training sampling
+        settings); nothing is trained, stored or counted in the training metrics."""
+        pending = dict(enumerate(seeds))
+        groups = self._sample_on_runners(pending, group_size=samples_per_seed, log_metrics=False)
+        return [t.success for group in groups for t in group]
+
+    # ------------------------------------------------------------------------------------------------
+    def _learn(self, trajectories: list[Trajectory], weights: np.ndarray | None, tag: str) -> None:
+        calls = self.learner_group.foreach_learner(
+            lambda learner: learner.update_from_trajectories(trajectories, weights, tag=tag)
+        )
+        failed = [call.get() for call in calls if not call.ok]
+        if failed:
+            raise RuntimeError(f"DAPO learner update failed on {len(failed)} learner(s)") from failed[0]
+        self.metrics.aggregate([call.get() for call in calls], key=LEARNER_RESULTS)
+        minibatch = min(self.config.minibatch_size or len(trajectories), len(trajectories))
+        self._optimizer_steps += self.config.num_epochs * math.ceil(len(trajectories) / minibatch)
+
+    def _learn_from_replay(self, batch_size: int) -> None:
+        if self._replay is None or len(self._replay) == 0:
+            self.metrics.log_value("replay/fraction", 0.0, reduce="mean")
+            return
+        replayed = 0
+        for _ in range(self.config.replay_batches):
+            sample = self._replay.sample(batch_size, self._age_clock())
+            self._learn(list(sample.items), sample.is_weights, tag="replay")
+            replayed += len(sample)
+            for key, value in self._replay.metrics(sample).items():
+                self.metrics.log_value(key, value, reduce="mean")
+        self.metrics.log_value("replay/fraction", replayed / (replayed + batch_size), reduce="mean")
+
+    def _store(self, fresh: list[Trajectory]) -> None:
+        """Only groups that survived dynamic sampling enter the buffer (FreshPER section 3)."""
+        if self._replay is None:
+            return
+        signal = [t.reward if self.config.replay_priority == "reward" else t.advantage for t in fresh]
+        self._replay.add(
+            fresh, signal, self._age_clock(), collection_steps=[t.collection_step for t in fresh]
+        )
+
+    def _age_clock(self) -> int:
+        if self.config.replay_age_unit == "iterations":
+            return self.training_iteration
+        return self._optimizer_steps
+
+    def _sync_weights(self) -> None:
+        # Wait for every engine (timeout None): the next rollout must use the new weights.
+        self.env_runner_group.sync_weights(
+            from_worker_or_learner_group=self.learner_group, inference_only=True, timeout_seconds=None
+        )
+        self._policy_version += 1
+
+    def restore_env_runners(self, env_runner_group) -> list[int]:
+        """Restarted runners come back with the initial weights: push the current ones before they sample."""
+        restored = env_runner_group.probe_unhealthy_env_runners()
+        if restored:
+            env_runner_group.sync_weights(
+                from_worker_or_learner_group=self.learner_group,
+                to_worker_indices=restored,
+                inference_only=True,
+                timeout_seconds=None,
+            )
+            self.metrics.log_value("rollout/env_runners_restored", len(restored), reduce="sum")
+        return restored
+
+    # ------------------------------------------------------------------------------------------------
+    def _log_groups(self, groups: list[Group], stats) -> None:
+        log = self.metrics.log_value
+        log("rollout/groups_sampled", stats.groups_sampled, reduce="sum")
+        log("rollout/groups_kept", stats.groups_kept, reduce="sum")
+        log("rollout/groups_from_surplus", stats.groups_from_surplus, reduce="sum")
+        log("rollout/surplus_groups", stats.surplus_groups, reduce="mean")
+        log("rollout/generation_batches", stats.generation_batches, reduce="sum")
+        log("rollout/budget_exhausted", float(stats.budget_exhausted), reduce="mean")
+        trajectories = [t for group in groups for t in group]
+        if not trajectories:
+            return
+        rewards = np.array([t.reward for t in trajectories])
+        lengths = np.array([t.num_response_tokens for t in trajectories])
+        log("rollout/reward_mean", float(rewards.mean()), reduce="mean")
+        log("rollout/reward_std", float(rewards.std()), reduce="mean")
+        log("rollout/return_mean", float(np.mean([t.episode_return for t in trajectories])), reduce="mean")
+        log("rollout/success", float(np.mean([t.success for t in trajectories])), reduce="mean")
+        log("rollout/response_length_mean", float(lengths.mean()), reduce="mean")
+        log("rollout/response_length_max", float(lengths.max()), reduce="max")
+        log(
+            "rollout/response_clip_ratio",
+            float(np.mean([t.response_truncated for t in trajectories])),
+            reduce="mean",
+        )
+        log("rollout/turns_mean", float(np.mean([t.num_turns for t in trajectories])), reduce="mean")
+
+    @contextmanager
+    def _timer(self, key: str):
+        started = time.perf_counter()
+        yield
+        self.metrics.log_value(key, time.perf_counter() - started, reduce="sum")
+
+    # ------------------------------------------------------------------------------------------------
+    def get_state(self, *args, **kwargs) -> dict[str, Any]:
+        state = super().get_state(*args, **kwargs)
+        state["dapo"] = {
+            "task_cursor": self._task_cursor,
+            "optimizer_steps": self._optimizer_steps,
+            "policy_version": self._policy_version,
+            "next_group_id": self._next_group_id,
+            "rng": self._rng.bit_generator.state,
+            "sampler": self._sampler.state_dict(),
+            "replay": None if self._replay is None else self._replay.state_dict(),
+        }
+        return state
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        super().set_state(state)
+        dapo = state.get("dapo")
+        if dapo is None:
+            return
+        self._task_cursor = dapo["task_cursor"]
+        self._optimizer_steps = dapo["optimizer_steps"]
+        self._policy_version = dapo["policy_version"]
+        self._next_group_id = dapo["next_group_id"]
+        self._rng.bit_generator.state = dapo["rng"]
+        self._sampler.load_state_dict(dapo["sampler"])
+        if self._replay is not None and dapo["replay"] is not None:
+            self._replay.load_state_dict(dapo["replay"])
+
+    @property
+    def num_env_steps_sampled_lifetime(self) -> int:
+        return int(self.metrics.peek((ENV_RUNNER_RESULTS, NUM_ENV_STEPS_SAMPLED_LIFETIME), default=0))

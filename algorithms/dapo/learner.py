@@ -1,0 +1,223 @@
+"""DAPO's learner: mini-batched optimizer steps with split-invariant gradient accumulation.
+
+``update_from_trajectories`` runs one pass of DAPO's update over a batch (the fresh batch, or one replay
+batch): the batch is shuffled and cut into mini-batches of ``minibatch_size`` trajectories, one AdamW step
+each, ``num_epochs`` times. A mini-batch is processed in micro-batches of ``micro_batch_size`` trajectories
+whose gradients accumulate; each micro-batch's loss is divided by the normaliser of the whole mini-batch
+(across all learners), so the gradient does not depend on how the step is split (loss.py).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+from ray.rllib.core.learner.torch.torch_learner import TorchLearner
+from ray.rllib.core.rl_module.rl_module import RLModule
+
+from algorithms.dapo.collate import collate
+from algorithms.dapo.loss import LossConfig, loss_normalizer, policy_loss
+from algorithms.trajectory import Trajectory
+
+
+class DAPOTorchLearner(TorchLearner):
+    def build(self) -> None:
+        super().build()
+        self.optimizer_steps = 0
+        self._shuffle_rng = np.random.default_rng(self.config.seed)
+        self._image_inputs = None
+        self._pad_token_id = 0
+        policy = self._policy()
+        if policy.vision:
+            from models.chat import ChatRenderer
+
+            self._image_inputs = ChatRenderer(policy.model_path).image_inputs
+        self._reference = None
+        if self.config.kl_coef > 0:
+            from models.policy_module import load_hf_model
+
+            self._reference = load_hf_model(policy.model_path).to(self._device).eval().requires_grad_(False)
+
+    def configure_optimizers_for_module(self, module_id: str, config=None) -> None:
+        module = self._module[module_id]
+        params = self.get_parameters(module)
+        optimizer = torch.optim.AdamW(
+            params, lr=config.lr, betas=tuple(config.adam_betas), weight_decay=config.weight_decay
+        )
+        self.register_optimizer(
+            module_id=module_id, optimizer=optimizer, params=params, lr_or_lr_schedule=config.lr
+        )
+
+    def compute_loss_for_module(self, *, module_id, config, batch, fwd_out):
+        raise NotImplementedError(
+            "DAPOTorchLearner trains through update_from_trajectories(): RLlib's batch update path assumes "
+            "fixed-shape columns, not variable-length token trajectories"
+        )
+
+    # ------------------------------------------------------------------------------------------------
+    def update_from_trajectories(
+        self,
+        trajectories: Sequence[Trajectory],
+        weights: Sequence[float] | None = None,
+        *,
+        tag: str = "fresh",
+    ) -> dict[str, Any]:
+        """DAPO update on one batch; returns this learner's reduced metrics (``train/...``)."""
+        config = self.config
+        module_id, module = self._single_module()
+        optimizer = self.get_optimizer(module_id)
+        weights = np.ones(len(trajectories)) if weights is None else np.asarray(weights, dtype=np.float64)
+        minibatch_size = min(config.minibatch_size or len(trajectories), len(trajectories))
+        loss_cfg = LossConfig(
+            eps_low=config.eps_low,
+            eps_high=config.eps_high,
+            dual_clip_c=config.dual_clip_c,
+            loss_agg_mode=config.loss_agg_mode,
+            kl_coef=config.kl_coef,
+            max_response_tokens=config.max_response_tokens,
+        )
+        for _ in range(config.num_epochs):
+            order = self._shuffle_rng.permutation(len(trajectories))
+            for start in range(0, len(order), minibatch_size):
+                indices = order[start : start + minibatch_size]
+                self._optimizer_step(
+                    module, optimizer, [trajectories[i] for i in indices], weights[indices], loss_cfg, tag
+                )
+        return self.metrics.reduce()
+
+    def _optimizer_step(self, module, optimizer, minibatch, weights, loss_cfg: LossConfig, tag: str) -> None:
+        config = self.config
+        masks = [self._effective_mask(t) for t in minibatch]
+        normalizer = loss_normalizer(masks, loss_cfg.loss_agg_mode, loss_cfg.max_response_tokens)
+        # This learner's shard; with DDP each rank averages gradients, so scale the loss back to a sum.
+        world = max(1, config.num_learners)
+        shard = list(range(self._learner_index, len(minibatch), world))
+        micro = [
+            shard[i : i + config.micro_batch_size] for i in range(0, len(shard), config.micro_batch_size)
+        ]
+
+        self._set_optimizer_lr(optimizer, self._learning_rate())
+        optimizer.zero_grad(set_to_none=True)
+        sums: dict[str, float] = {}
+        for k, rows in enumerate(micro):
+            sync = k == len(micro) - 1 or not hasattr(module, "no_sync")
+            with contextlib.nullcontext() if sync else module.no_sync():
+                batch = collate(
+                    [minibatch[i] for i in rows],
+                    weights=weights[rows],
+                    pad_token_id=self._pad_token_id,
+                    image_inputs=self._image_inputs,
+                    device=self._device,
+                )
+                out = module.forward_train(batch)
+                mask = batch["loss_mask"]
+                if config.overlong_filtering:
+                    mask = mask * (~batch["truncated"])[:, None]
+                logp_ref = self._reference_logprobs(batch) if self._reference is not None else None
+                loss, metrics = policy_loss(
+                    out["logp"],
+                    batch["logp_old"],
+                    batch["advantages"],
+                    mask,
+                    normalizer=normalizer,
+                    cfg=loss_cfg,
+                    weights=batch["weights"],
+                    logp_ref=logp_ref,
+                )
+                (loss * world).backward()
+            tokens = float(metrics["tokens"])
+            _accumulate(sums, "tokens", tokens)
+            _accumulate(sums, "loss", float(loss.detach()))
+            for name in ("clipfrac_low", "clipfrac_high", "dual_clip_frac", "approx_kl", "ratio_mean"):
+                _accumulate(sums, name, float(metrics[name]) * tokens)
+            valid = mask.bool()
+            _accumulate(sums, "entropy", float(out["entropy"][valid].sum()))
+            _accumulate(sums, "mean_token_prob", float(out["logp"].detach()[valid].exp().sum()))
+            sums["ratio_min"] = min(sums.get("ratio_min", math.inf), float(metrics["ratio_min"]))
+            sums["ratio_max"] = max(sums.get("ratio_max", -math.inf), float(metrics["ratio_max"]))
+
+        params = [p for group in optimizer.param_groups for p in group["params"] if p.grad is not None]
+        grad_norm = torch.nn.utils.clip_grad_norm_(params, config.grad_clip or math.inf)
+        if torch.isfinite(grad_norm):
+            optimizer.step()
+        self.optimizer_steps += 1
+        self._log_step(sums, float(grad_norm), optimizer, tag)
+
+    def _log_step(self, sums: dict[str, float], grad_norm: float, optimizer, tag: str) -> None:
+        tokens = max(sums.get("tokens", 0.0), 1.0)
+        log = self.metrics.log_value
+        for name in (
+            "clipfrac_low",
+            "clipfrac_high",
+            "dual_clip_frac",
+            "approx_kl",
+            "ratio_mean",
+            "entropy",
+            "mean_token_prob",
+        ):
+            log(f"train/{name}", sums.get(name, 0.0) / tokens, reduce="mean")
+        log("train/loss", sums.get("loss", 0.0), reduce="mean")
+        log("train/ratio_min", sums.get("ratio_min", 1.0), reduce="min")
+        log("train/ratio_max", sums.get("ratio_max", 1.0), reduce="max")
+        log("train/grad_norm", grad_norm, reduce="mean")
+        log("train/lr", self._get_optimizer_lr(optimizer), reduce="mean")
+        log("train/tokens", sums.get("tokens", 0.0), reduce="sum")
+        log(f"train/optimizer_steps_{tag}", 1, reduce="sum")
+        log("train/optimizer_steps_lifetime", 1, reduce="lifetime_sum")
+
+    # ------------------------------------------------------------------------------------------------
+    def _learning_rate(self) -> float:
+        """Linear warm-up over ``warmup_steps`` optimizer steps, then constant (DAPO section 4.1)."""
+        warmup = self.config.warmup_steps
+        scale = 1.0 if warmup <= 0 else min(1.0, (self.optimizer_steps + 1) / warmup)
+        return self.config.lr * scale
+
+    def _effective_mask(self, trajectory: Trajectory) -> torch.Tensor:
+        mask = torch.tensor(trajectory.loss_mask[1:], dtype=torch.float32)[None]
+        if self.config.overlong_filtering and trajectory.response_truncated:
+            mask = torch.zeros_like(mask)
+        return mask
+
+    @torch.no_grad()
+    def _reference_logprobs(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        from models.logprobs import token_logprobs
+
+        logp, _ = token_logprobs(
+            self._reference,
+            batch["input_ids"],
+            batch["attention_mask"],
+            pixel_values=batch.get("pixel_values"),
+            image_grid_thw=batch.get("image_grid_thw"),
+        )
+        return logp.float()
+
+    def _single_module(self):
+        (module_id,) = list(self.module.keys())
+        return module_id, self.module[module_id]
+
+    def _policy(self) -> RLModule:
+        _, module = self._single_module()
+        return module.unwrapped() if hasattr(module, "unwrapped") else module
+
+    # ------------------------------------------------------------------------------------------------
+    def get_state(self, *args, **kwargs):
+        state = super().get_state(*args, **kwargs)
+        state["dapo"] = {
+            "optimizer_steps": self.optimizer_steps,
+            "shuffle_rng": self._shuffle_rng.bit_generator.state,
+        }
+        return state
+
+    def set_state(self, state) -> None:
+        super().set_state(state)
+        if "dapo" in state:
+            self.optimizer_steps = state["dapo"]["optimizer_steps"]
+            self._shuffle_rng.bit_generator.state = state["dapo"]["shuffle_rng"]
+
+
+def _accumulate(sums: dict[str, float], key: str, value: float) -> None:
+    sums[key] = sums.get(key, 0.0) + value

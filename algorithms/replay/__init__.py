@@ -1,0 +1,20 @@
+"""FreshPER: prioritized experience replay with age-decayed priorities (plain numpy + numba, no Ray)."""
+
+from algorithms.replay.decay import AgeDecay, ExponentialDecay, NoDecay, PolynomialDecay
+from algorithms.replay.factory import REPLAY_MODES, ReplayMode, make_replay_buffer
+from algorithms.replay.metrics import effective_sample_size, replay_fraction
+from algorithms.replay.prioritized_buffer import PrioritizedReplayBuffer, ReplaySample
+
+__all__ = [
+    "REPLAY_MODES",
+    "AgeDecay",
+    "ExponentialDecay",
+    "NoDecay",
+    "PolynomialDecay",
+    "PrioritizedReplayBuffer",
+    "ReplayMode",
+    "ReplaySample",
+    "effective_sample_size",
+    "make_replay_buffer",
+    "replay_fraction",
+]

@@ -1,0 +1,157 @@
+"""Multi-turn group rollouts: P tasks x G samples, generation batched across all live conversations.
+
+For each of P task seeds, G envs are reset with the same seed (a GRPO group). Every turn, the conversations
+still running are rendered to token ids and generated in one engine call; each response is stepped in its
+env and the observation is appended as chat-template glue (loss mask 0). The result is one
+:class:`Trajectory` per episode (ARCHITECTURE.md section 3).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from algorithms.trajectory import Trajectory
+from models.chat import ChatRenderer, Segment
+from models.engine import Completion, Prompt, RolloutEngine, SamplingConfig
+
+
+@dataclass
+class _Conversation:
+    env: gym.Env
+    seed: int
+    group_id: int
+    token_ids: list[int] = field(default_factory=list)
+    loss_mask: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    images: list[np.ndarray] = field(default_factory=list)
+    spans: list[tuple[int, int]] = field(default_factory=list)
+    rewards: list[float] = field(default_factory=list)
+    finish_reasons: list[str] = field(default_factory=list)
+    success: bool = False
+    terminated: bool = False
+    done: bool = False
+    info: dict[str, Any] = field(default_factory=dict)
+
+    def append_context(self, segment: Segment) -> None:
+        self.token_ids += segment.token_ids
+        self.loss_mask += [0] * len(segment.token_ids)
+        self.logprobs += [0.0] * len(segment.token_ids)
+        self.images += segment.images
+
+    def append_response(self, completion: Completion) -> None:
+        start = len(self.token_ids)
+        self.token_ids += completion.token_ids
+        self.loss_mask += [1] * len(completion.token_ids)
+        self.logprobs += completion.logprobs
+        self.spans.append((start, len(self.token_ids)))
+        self.finish_reasons.append(completion.finish_reason)
+
+
+def rollout_groups(
+    engine: RolloutEngine,
+    renderer: ChatRenderer,
+    envs: Sequence[gym.Env],
+    seeds: Sequence[int],
+    group_size: int,
+    sampling: SamplingConfig,
+    *,
+    max_context_tokens: int,
+    collection_step: int = 0,
+    policy_version: int = 0,
+    group_ids: Sequence[int] | None = None,
+    on_turn: Callable[[int, int], None] | None = None,
+) -> list[list[Trajectory]]:
+    """Run ``group_size`` episodes for each seed and return the trajectories grouped by seed.
+
+    ``envs`` must hold at least ``len(seeds) * group_size`` environments; they are reset here. A
+    conversation whose next prompt would leave no room for a response within ``max_context_tokens`` ends
+    (not terminated: counted like the turn limit). ``sampling.seed`` seeds this call's generation; each
+    turn uses a distinct derived seed so that the G samples of a group differ.
+    """
+    group_ids = list(range(len(seeds))) if group_ids is None else list(group_ids)
+    if len(group_ids) != len(seeds):
+        raise ValueError(f"got {len(group_ids)} group ids for {len(seeds)} seeds")
+    needed = len(seeds) * group_size
+    if len(envs) < needed:
+        raise ValueError(
+            f"rollout_groups needs {needed} envs for {len(seeds)} seeds x {group_size}, got {len(envs)}"
+        )
+    conversations: list[_Conversation] = []
+    for group_index, seed in enumerate(seeds):
+        for member in range(group_size):
+            env = envs[group_index * group_size + member]
+            observation, info = env.reset(seed=int(seed))
+            conversation = _Conversation(env=env, seed=int(seed), group_id=group_ids[group_index], info=info)
+            conversation.append_context(renderer.prompt(observation))
+            conversations.append(conversation)
+
+    turn = 0
+    while True:
+        live = [c for c in conversations if not c.done]
+        for conversation in live:
+            if len(conversation.token_ids) + 1 >= max_context_tokens:
+                conversation.done = True
+        live = [c for c in live if not c.done]
+        if not live:
+            break
+        # One engine call per distinct response budget: usually all conversations share the full budget,
+        # those near the context limit get a smaller one instead of shrinking everyone's.
+        budgets: dict[int, list[_Conversation]] = {}
+        for conversation in live:
+            budget = min(sampling.max_tokens, max_context_tokens - len(conversation.token_ids))
+            budgets.setdefault(budget, []).append(conversation)
+        for budget, batch in budgets.items():
+            turn_sampling = dataclasses.replace(
+                sampling,
+                n=1,
+                max_tokens=budget,
+                seed=None if sampling.seed is None else sampling.seed + 7919 * turn + budget,
+            )
+            outputs = engine.generate([Prompt(c.token_ids, list(c.images)) for c in batch], turn_sampling)
+            for conversation, samples in zip(batch, outputs, strict=True):
+                _step(conversation, samples[0], renderer)
+        turn += 1
+        if on_turn is not None:
+            on_turn(turn, len(live))
+
+    groups: list[list[Trajectory]] = [[] for _ in seeds]
+    for index, conversation in enumerate(conversations):
+        groups[index // group_size].append(
+            Trajectory(
+                token_ids=conversation.token_ids,
+                loss_mask=conversation.loss_mask,
+                behaviour_logprobs=conversation.logprobs,
+                response_spans=conversation.spans,
+                turn_rewards=conversation.rewards,
+                finish_reasons=conversation.finish_reasons,
+                env_seed=conversation.seed,
+                group_id=conversation.group_id,
+                collection_step=collection_step,
+                policy_version=policy_version,
+                success=conversation.success,
+                terminated=conversation.terminated,
+                images=conversation.images,
+                info=conversation.info,
+            )
+        )
+    return groups
+
+
+def _step(conversation: _Conversation, completion: Completion, renderer: ChatRenderer) -> None:
+    conversation.append_response(completion)
+    observation, reward, terminated, truncated, info = conversation.env.step(completion.text)
+    conversation.rewards.append(float(reward))
+    conversation.info = info
+    conversation.success = conversation.success or bool(info.get("success", False))
+    if terminated or truncated:
+        conversation.terminated = bool(terminated)
+        conversation.done = True
+        return
+    ended_with_eos = bool(completion.token_ids) and completion.token_ids[-1] == renderer.eos_token_id
+    conversation.append_context(renderer.continuation(observation, ended_with_eos))

@@ -1,0 +1,66 @@
+"""The trajectory record: one episode, token-in / token-out (ARCHITECTURE.md section 3).
+
+``token_ids`` are exactly what the policy saw and produced: prompt tokens, response-1 tokens as sampled,
+observation-1 tokens (chat-template glue included), response-2 tokens, ... A response is never decoded and
+re-tokenized. ``loss_mask`` is 1 on response tokens and 0 elsewhere; ``behaviour_logprobs`` holds the
+sampler's logprob of each response token (0.0 elsewhere).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+
+@dataclass
+class Trajectory:
+    token_ids: list[int]
+    loss_mask: list[int]
+    behaviour_logprobs: list[float]
+    # [start, end) of each response in token_ids, one per turn.
+    response_spans: list[tuple[int, int]]
+    turn_rewards: list[float]
+    finish_reasons: list[str]
+    env_seed: int
+    group_id: int
+    collection_step: int
+    policy_version: int
+    success: bool = False
+    # The env ended the episode (goal, failure, answer) rather than the turn or context limit.
+    terminated: bool = False
+    images: list[np.ndarray] = field(default_factory=list)
+    info: dict[str, Any] = field(default_factory=dict)
+    # Set by the algorithm: the reward used for advantages (return plus shaping) and the advantage.
+    reward: float = 0.0
+    advantage: float = 0.0
+
+    def __post_init__(self) -> None:
+        if not (len(self.token_ids) == len(self.loss_mask) == len(self.behaviour_logprobs)):
+            raise ValueError(
+                "token_ids, loss_mask and behaviour_logprobs must have equal lengths, got "
+                f"{len(self.token_ids)}, {len(self.loss_mask)}, {len(self.behaviour_logprobs)}"
+            )
+
+    @property
+    def episode_return(self) -> float:
+        """Undiscounted sum of the env's rewards (gamma = 1)."""
+        return float(sum(self.turn_rewards))
+
+    @property
+    def num_turns(self) -> int:
+        return len(self.response_spans)
+
+    @property
+    def response_lengths(self) -> list[int]:
+        return [end - start for start, end in self.response_spans]
+
+    @property
+    def num_response_tokens(self) -> int:
+        return int(sum(self.loss_mask))
+
+    @property
+    def response_truncated(self) -> bool:
+        """Some response hit the generation limit (max tokens) instead of ending by itself."""
+        return any(reason == "length" for reason in self.finish_reasons)

@@ -1,0 +1,138 @@
+"""Rollout throughput: ``RolloutEngine`` (vLLM) against ``transformers.generate`` on the same model and prompts.
+
+For each model, in this process and one run: P chat prompts (rendered by ``ChatRenderer`` from varied
+FrozenLake-like observations), N new tokens each, sampled at temperature 1. Both sides produce exactly N
+tokens per prompt (the engine with ``ignore_eos``, HF with ``min_new_tokens``), HF batched with left padding,
+both in the same dtype. Each side runs once untimed (warm-up) and then R timed repetitions; the best
+repetition is reported as generated tokens per second, with the ratio vLLM / HF. Engine start time is shown
+separately. Models:
+
+- tiny: ``models.tiny.tiny_lm_path()`` (4 layers, hidden 256, 4M parameters);
+- qwen05b: ``models.tiny.qwen25_05b_like_path()``, Qwen2.5-0.5B's shape with random weights (358M parameters).
+
+Timing is noisy on a shared machine; re-run before relying on a digit.
+
+    python -m experiments.benchmarks.rollout_throughput                     # both models, 32 x 128, bf16
+    python -m experiments.benchmarks.rollout_throughput --models tiny --prompts 8 --new-tokens 32
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import time
+
+import torch
+from transformers import AutoModelForCausalLM
+from transformers.utils import logging as hf_logging
+
+from models.chat import ChatRenderer
+from models.engine import Prompt, RolloutEngine, SamplingConfig
+from models.tiny import qwen25_05b_like_path, tiny_lm_path
+
+MODELS = {"tiny": tiny_lm_path, "qwen05b": qwen25_05b_like_path}
+
+
+def observations(count: int) -> list[str]:
+    """Distinct FrozenLake-like first observations of varying length."""
+    rows = ["SFFF", "FHFH", "FFFH", "HFFG", "FFHF", "GFFS"]
+    texts = []
+    for i in range(count):
+        grid = "\n".join(rows[(i + k) % len(rows)] for k in range(4 + i % 3))
+        texts.append(
+            f"Episode {i}. You are on a frozen lake; S start, F frozen, H hole, G goal.\n{grid}\n"
+            "Answer with one move: <answer>Up</answer>, Down, Left or Right."
+        )
+    return texts
+
+
+def time_best(run, repeats: int) -> tuple[float, int]:
+    """Best wall time of ``run()`` over ``repeats`` timed calls after one warm-up; returns (seconds, tokens)."""
+    run()
+    best, tokens = float("inf"), 0
+    for _ in range(repeats):
+        start = time.perf_counter()
+        tokens = run()
+        best = min(best, time.perf_counter() - start)
+    return best, tokens
+
+
+def bench_hf(path, prompts: list[list[int]], new_tokens: int, dtype: torch.dtype, pad_id: int, repeats: int):
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype).eval()
+    width = max(map(len, prompts))
+    input_ids = torch.tensor([[pad_id] * (width - len(p)) + p for p in prompts])
+    attention_mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts])
+
+    def run() -> int:
+        with torch.no_grad():
+            out = model.generate(
+                input_ids=input_ids,
+                attention_mask=attention_mask,
+                do_sample=True,
+                temperature=1.0,
+                top_p=1.0,
+                top_k=0,
+                max_new_tokens=new_tokens,
+                min_new_tokens=new_tokens,
+                pad_token_id=pad_id,
+            )
+        return (out.shape[1] - width) * out.shape[0]
+
+    result = time_best(run, repeats)
+    del model
+    gc.collect()
+    return result
+
+
+def bench_vllm(path, prompts: list[list[int]], new_tokens: int, dtype: str, repeats: int):
+    start = time.perf_counter()
+    engine = RolloutEngine(path, dtype=dtype, max_model_len=1024, seed=0, kv_cache_gib=1.0)
+    started = time.perf_counter() - start
+    requests = [Prompt(p) for p in prompts]
+    config = SamplingConfig(temperature=1.0, max_tokens=new_tokens, ignore_eos=True)
+
+    def run() -> int:
+        results = engine.generate(requests, config)
+        return sum(len(c.token_ids) for r in results for c in r)
+
+    seconds, tokens = time_best(run, repeats)
+    del engine
+    gc.collect()
+    return seconds, tokens, started
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", default="tiny,qwen05b", help="comma-separated: " + ", ".join(MODELS))
+    parser.add_argument("--prompts", type=int, default=32)
+    parser.add_argument("--new-tokens", type=int, default=128)
+    parser.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float32"])
+    parser.add_argument("--repeats", type=int, default=2, help="timed repetitions per side (best is kept)")
+    args = parser.parse_args()
+    hf_logging.disable_progress_bar()
+    print(
+        f"{args.prompts} prompts x {args.new_tokens} new tokens, {args.dtype}, torch threads {torch.get_num_threads()}"
+    )
+    print(f"{'model':<8} {'HF tok/s':>10} {'vLLM tok/s':>11} {'vLLM/HF':>8} {'engine start':>13}")
+    for name in args.models.split(","):
+        path = MODELS[name]()
+        renderer = ChatRenderer(path)
+        prompts = [renderer.prompt(text).token_ids for text in observations(args.prompts)]
+        pad_id = renderer.tokenizer.pad_token_id
+        hf_seconds, hf_tokens = bench_hf(
+            path, prompts, args.new_tokens, getattr(torch, args.dtype), pad_id, args.repeats
+        )
+        vllm_seconds, vllm_tokens, started = bench_vllm(
+            path, prompts, args.new_tokens, args.dtype, args.repeats
+        )
+        expected = args.prompts * args.new_tokens
+        assert hf_tokens == vllm_tokens == expected, (hf_tokens, vllm_tokens, expected)
+        hf_rate, vllm_rate = hf_tokens / hf_seconds, vllm_tokens / vllm_seconds
+        print(
+            f"{name:<8} {hf_rate:>10.0f} {vllm_rate:>11.0f} {vllm_rate / hf_rate:>8.2f} {started:>12.1f}s",
+            flush=True,
+        )
+
+
+if __name__ == "__main__":
+    main()

