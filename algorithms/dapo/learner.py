@@ -92,6 +92,11 @@ class DAPOTorchLearner(TorchLearner):
     def _optimizer_step(self, module, optimizer, minibatch, weights, loss_cfg: LossConfig, tag: str) -> None:
         config = self.config
         masks = [self._effective_mask(t) for t in minibatch]
+        if sum(float(m.sum()) for m in masks) == 0:
+            # Nothing to learn (e.g. overlong filtering masked every response): no forward pass, and no
+            # optimizer step, which would still move the weights through AdamW's decay and momentum.
+            self.metrics.log_value("train/skipped_empty_steps", 1, reduce="sum")
+            return
         normalizer = loss_normalizer(masks, loss_cfg.loss_agg_mode, loss_cfg.max_response_tokens)
         # This learner's shard; with DDP each rank averages gradients, so scale the loss back to a sum.
         world = max(1, config.num_learners)
@@ -148,18 +153,12 @@ class DAPOTorchLearner(TorchLearner):
         self._log_step(sums, float(grad_norm), optimizer, tag)
 
     def _log_step(self, sums: dict[str, float], grad_norm: float, optimizer, tag: str) -> None:
-        tokens = max(sums.get("tokens", 0.0), 1.0)
+        tokens = sums.get("tokens", 0.0)
         log = self.metrics.log_value
-        for name in (
-            "clipfrac_low",
-            "clipfrac_high",
-            "dual_clip_frac",
-            "approx_kl",
-            "ratio_mean",
-            "entropy",
-            "mean_token_prob",
-        ):
-            log(f"train/{name}", sums.get(name, 0.0) / tokens, reduce="mean")
+        per_token = ("clipfrac_low", "clipfrac_high", "dual_clip_frac", "approx_kl", "ratio_mean", "entropy")
+        for name in (*per_token, "mean_token_prob"):
+            if tokens > 0:  # this learner's shard may hold no response tokens
+                log(f"train/{name}", sums.get(name, 0.0) / tokens, reduce="mean")
         log("train/loss", sums.get("loss", 0.0), reduce="mean")
         log("train/ratio_min", sums.get("ratio_min", 1.0), reduce="min")
         log("train/ratio_max", sums.get("ratio_max", 1.0), reduce="max")

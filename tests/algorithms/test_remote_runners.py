@@ -1,0 +1,70 @@
+"""DAPO with a remote EnvRunner (a Ray actor with its own vLLM engine) that dies in the middle of a rollout:
+it is restarted, receives the current weights, and its task seeds are rolled out again."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import ray
+
+from algorithms.dapo import DAPOConfig, apply_preset
+from algorithms.env_runner import MultiTurnEnvRunner
+
+
+class CrashOnceRunner(MultiTurnEnvRunner):
+    """Kills its own process on the first rollout it is asked for (a marker file makes it happen once)."""
+
+    def sample_groups(self, seeds=(), **kwargs):
+        marker = Path(os.environ["FRESHRL_TEST_CRASH_MARKER"])
+        if seeds and not marker.exists():
+            marker.write_text(str(os.getpid()))
+            os._exit(1)
+        return super().sample_groups(seeds, **kwargs)
+
+
+def remote_config(runners: int) -> DAPOConfig:
+    config = apply_preset(DAPOConfig().environment("freshrl/FrozenLake-v0"), "dapo", tiny=True)
+    return config.training(
+        prompts_per_iteration=2,
+        group_size=2,
+        max_response_tokens=8,
+        overlong_cache_len=4,
+        minibatch_size=4,
+        engine_kv_cache_gib=0.25,
+        dynamic_sampling=False,
+    ).env_runners(num_env_runners=runners)
+
+
+@pytest.fixture
+def crash_marker(tmp_path):
+    """A Ray session whose workers can import this module and know where the crash marker goes."""
+    marker = tmp_path / "crashed"
+    python_path = os.pathsep.join(
+        p for p in [str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")] if p
+    )
+    ray.shutdown()
+    ray.init(
+        num_cpus=2,
+        include_dashboard=False,
+        runtime_env={"env_vars": {"PYTHONPATH": python_path, "FRESHRL_TEST_CRASH_MARKER": str(marker)}},
+    )
+    yield marker
+    ray.shutdown()
+
+
+def test_crashed_remote_runner_is_replaced_and_rollout_retried(crash_marker):
+    config = remote_config(1).env_runners(env_runner_cls=CrashOnceRunner)
+    algo = config.build_algo()
+    try:
+        result = algo.train()
+        assert crash_marker.exists(), "the runner never crashed"
+        assert result["rollout/env_runners_restored"] >= 1
+        assert result["rollout/groups_lost"] == 0
+        assert result["rollout/groups_sampled"] == 2
+        assert result["learners"]["train/optimizer_steps_fresh"] >= 1
+        result = algo.train()
+        assert result["rollout/groups_sampled"] == 2
+    finally:
+        algo.stop()
