@@ -31,6 +31,8 @@ Group = list[Trajectory]
 
 # A rollout that loses groups to a crashed EnvRunner is retried on the restarted runners this many times.
 MAX_ROLLOUT_ATTEMPTS = 3
+# How long to wait for a crashed runner to come back (it restarts its own vLLM engine) before giving up.
+RUNNER_RESTART_TIMEOUT_S = 900.0
 
 
 class DAPO(Algorithm):
@@ -113,7 +115,7 @@ class DAPO(Algorithm):
                 pending.pop(group[0].group_id, None)
             if not pending:
                 break
-            self.restore_env_runners(self.env_runner_group)
+            self._wait_for_runners()
         self.metrics.log_value("rollout/groups_lost", len(pending), reduce="sum")
         return [done[gid] for gid in sorted(done)]
 
@@ -199,6 +201,23 @@ class DAPO(Algorithm):
             from_worker_or_learner_group=self.learner_group, inference_only=True, timeout_seconds=None
         )
         self._policy_version += 1
+
+    def _wait_for_runners(self) -> None:
+        """Bring crashed remote runners back (restart, current weights) before retrying their seeds."""
+        runner_group = self.env_runner_group
+        deadline = time.monotonic() + RUNNER_RESTART_TIMEOUT_S
+        total = runner_group.num_remote_env_runners()
+        while True:
+            self.restore_env_runners(runner_group)
+            healthy = runner_group.num_healthy_remote_env_runners()
+            if healthy == total:
+                return
+            if time.monotonic() > deadline:
+                raise RuntimeError(
+                    f"EnvRunners did not come back within {RUNNER_RESTART_TIMEOUT_S:.0f} s after a crash; "
+                    f"{healthy} of {total} are healthy"
+                )
+            time.sleep(2.0)
 
     def restore_env_runners(self, env_runner_group) -> list[int]:
         """Restarted runners come back with the initial weights: push the current ones before they sample."""

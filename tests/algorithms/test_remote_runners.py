@@ -34,6 +34,7 @@ def remote_config(runners: int) -> DAPOConfig:
         minibatch_size=4,
         engine_kv_cache_gib=0.25,
         dynamic_sampling=False,
+        overlong_filtering=False,  # the random tiny model's responses are all truncated
     ).env_runners(num_env_runners=runners)
 
 
