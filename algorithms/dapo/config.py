@@ -96,6 +96,8 @@ class DAPOConfig(AlgorithmConfig):
         self.replay_eps = 1e-6  # FreshPER reference repository
         self.replay_poly_k = 1.0  # exponent of the polynomial decay (1 + age/tau)^-k
         self.replay_age_unit = "optimizer_steps"
+        # The reference inserts new items at the current max priority; we know p_base at insertion, so off.
+        self.replay_insert_at_max_priority = False
 
         # RLlib settings: long multi-turn rollouts, restart crashed runners (ARCHITECTURE.md section 6).
         self.sample_timeout_s = None
@@ -160,6 +162,7 @@ class DAPOConfig(AlgorithmConfig):
         eps: float = NotProvided,
         poly_k: float = NotProvided,
         age_unit: str = NotProvided,
+        insert_at_max_priority: bool = NotProvided,
     ) -> DAPOConfig:
         """FreshPER replay: ``mode`` = on_policy | per | freshper | freshper_poly (FreshPER section 3)."""
         settings = {
@@ -174,6 +177,7 @@ class DAPOConfig(AlgorithmConfig):
             "replay_eps": eps,
             "replay_poly_k": poly_k,
             "replay_age_unit": age_unit,
+            "replay_insert_at_max_priority": insert_at_max_priority,
         }
         for name, value in settings.items():
             if value is not NotProvided:

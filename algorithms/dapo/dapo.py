@@ -63,6 +63,7 @@ class DAPO(Algorithm):
             poly_k=config.replay_poly_k,
             eps=config.replay_eps,
             seed=config.seed or 0,
+            insert_at_max_priority=config.replay_insert_at_max_priority,
         )
 
     # ------------------------------------------------------------------------------------------------
@@ -176,6 +177,9 @@ class DAPO(Algorithm):
         for _ in range(self.config.replay_batches):
             sample = self._replay.sample(batch_size, self._age_clock())
             self._learn(list(sample.items), sample.is_weights, tag="replay")
+            # After their step, replayed items get the base priority of their own signal: unchanged unless
+            # they entered at the buffer's max priority (insert_at_max_priority, as the reference code).
+            self._replay.update_priorities(sample.indices, [self._priority_signal(t) for t in sample.items])
             replayed += len(sample)
             for key, value in self._replay.metrics(sample).items():
                 self.metrics.log_value(key, value, reduce="mean")
@@ -185,10 +189,16 @@ class DAPO(Algorithm):
         """Only groups that survived dynamic sampling enter the buffer (FreshPER section 3)."""
         if self._replay is None:
             return
-        signal = [t.reward if self.config.replay_priority == "reward" else t.advantage for t in fresh]
-        self._replay.add(
-            fresh, signal, self._age_clock(), collection_steps=[t.collection_step for t in fresh]
+        signals = (
+            None if self.config.replay_insert_at_max_priority else [self._priority_signal(t) for t in fresh]
         )
+        self._replay.add(
+            fresh, signals, self._age_clock(), collection_steps=[t.collection_step for t in fresh]
+        )
+
+    def _priority_signal(self, trajectory: Trajectory) -> float:
+        """|R_i| or |A_i| before the absolute value (FreshPER Eq. 15; the buffer adds eps)."""
+        return trajectory.reward if self.config.replay_priority == "reward" else trajectory.advantage
 
     def _age_clock(self) -> int:
         if self.config.replay_age_unit == "iterations":

@@ -27,7 +27,7 @@ def tiny_config(env: str, model_path: str | None, replay: str) -> DAPOConfig:
         dynamic_sampling=False,
         # Responses of the random tiny model always hit the token limit; filtering would mask them all.
         overlong_filtering=False,
-    ).replay(mode=replay, tau=50.0)
+    ).replay(mode=replay, tau=50.0, insert_at_max_priority=replay == "per")  # reference-style PER
 
 
 def learner_weights(algo: DAPO) -> dict[str, torch.Tensor]:
