@@ -45,12 +45,20 @@ def crash_marker(tmp_path):
     python_path = os.pathsep.join(
         p for p in [str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")] if p
     )
+    env_vars = {"PYTHONPATH": python_path, "FRESHRL_TEST_CRASH_MARKER": str(marker)}
     ray.shutdown()
-    ray.init(
-        num_cpus=2,
-        include_dashboard=False,
-        runtime_env={"env_vars": {"PYTHONPATH": python_path, "FRESHRL_TEST_CRASH_MARKER": str(marker)}},
-    )
+    for attempt in range(3):  # a loaded machine can time out the raylet's start; that is not under test
+        try:
+            ray.init(
+                num_cpus=2,
+                include_dashboard=False,
+                runtime_env={"env_vars": env_vars},
+            )
+            break
+        except Exception:
+            ray.shutdown()
+            if attempt == 2:
+                raise
     yield marker
     ray.shutdown()
 
