@@ -10,6 +10,8 @@ placeholder tokens are suppressed as in the rollout engine (models/placeholders.
 
 from __future__ import annotations
 
+import inspect
+
 import torch
 from torch import nn
 from torch.utils.checkpoint import checkpoint
@@ -58,11 +60,9 @@ def token_logprobs(
     head = model.get_output_embeddings()
     vision = {}
     if pixel_values is not None:
-        vision = {
-            "pixel_values": pixel_values,
-            "image_grid_thw": image_grid_thw,
-            "mm_token_type_ids": _mm_token_type_ids(model, input_ids),
-        }
+        vision = {"pixel_values": pixel_values, "image_grid_thw": image_grid_thw}
+        if "mm_token_type_ids" in inspect.signature(base.forward).parameters:
+            vision["mm_token_type_ids"] = _mm_token_type_ids(model, input_ids)
     hidden = base(
         input_ids=input_ids, attention_mask=attention_mask, use_cache=False, **vision
     ).last_hidden_state

@@ -8,7 +8,8 @@ under autocast.
 
 The inference-only module (``inference_only=True``, built by EnvRunners) holds no torch weights: it owns the
 :class:`RolloutEngine` and :class:`ChatRenderer`, and ``set_state`` pushes the learner's weights into vLLM.
-State dicts are torch tensors, not numpy, so bf16 survives RLlib's weight sync and checkpoints.
+State dicts are torch tensors, not numpy, so bf16 survives RLlib's weight sync and checkpoints. A weight sync
+(``get_state(inference_only=True)``) carries the engine's dtype: a bf16 engine receives half the bytes.
 """
 
 from __future__ import annotations
@@ -61,6 +62,9 @@ class LLMPolicyModule(TorchRLModule):
         config = self.model_config or {}
         self.model_path = resolve_model_path(config.get("model_path"), int(config.get("seed", 0)))
         self.model_dtype = config.get("model_dtype", "float32")
+        engine_dtype = getattr(torch, str(config.get("engine_dtype", "float32")), None)
+        # None ("auto"): weights are synced as they are and the engine casts them.
+        self._sync_dtype = engine_dtype if isinstance(engine_dtype, torch.dtype) else None
         self.temperature = float(config.get("temperature", 1.0))
         self.vision = is_vision_model(self.model_path)
         if self.inference_only:
@@ -110,9 +114,16 @@ class LLMPolicyModule(TorchRLModule):
 
     # ------------------------------------------------------------------ state (torch tensors, bf16-safe)
     def get_state(self, components=None, *, not_components=None, inference_only: bool = False, **kwargs):
+        """The HF state dict as fresh CPU tensors; ``inference_only=True`` (RLlib's weight sync to the
+        EnvRunners) casts floating-point tensors to the engine's dtype, which the engine would do on loading
+        anyway. For a bf16 engine and a 0.5B model that halved the sync's CPU time (clone, ray.put, load)."""
         if self.inference_only:
             return {}
-        return {name: tensor.detach().cpu().clone() for name, tensor in self.model.state_dict().items()}
+        state = {}
+        for name, tensor in self.model.state_dict().items():
+            dtype = self._sync_dtype if inference_only and tensor.is_floating_point() else None
+            state[name] = tensor.detach().to(device="cpu", dtype=dtype, copy=True)
+        return state
 
     def set_state(self, state: dict[str, Any]) -> None:
         if not state:

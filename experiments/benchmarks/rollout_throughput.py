@@ -1,14 +1,15 @@
-"""Rollout throughput: ``RolloutEngine`` (vLLM) against ``transformers.generate`` on the same model and prompts.
+"""Rollout throughput: ``RolloutEngine`` (vLLM) against ``transformers.generate``, same model and prompts.
 
 For each model, in this process and one run: P chat prompts (rendered by ``ChatRenderer`` from varied
 FrozenLake-like observations), N new tokens each, sampled at temperature 1. Both sides produce exactly N
 tokens per prompt (the engine with ``ignore_eos``, HF with ``min_new_tokens``), HF batched with left padding,
-both in the same dtype. Each side runs once untimed (warm-up) and then R timed repetitions; the best
-repetition is reported as generated tokens per second, with the ratio vLLM / HF. Engine start time is shown
+both in the same dtype. Each side runs once untimed (warm-up, which also checks the token counts), then R
+timed repetitions, HF and vLLM alternating so that both see the same machine load; the best repetition of
+each is reported as generated tokens per second, with the ratio vLLM / HF. Engine start time is shown
 separately. Models:
 
 - tiny: ``models.tiny.tiny_lm_path()`` (4 layers, hidden 256, 4M parameters);
-- qwen05b: ``models.tiny.qwen25_05b_like_path()``, Qwen2.5-0.5B's shape with random weights (358M parameters).
+- qwen05b: ``models.tiny.qwen25_05b_like_path()``, Qwen2.5-0.5B's shape with random weights (361M parameters).
 
 Timing is noisy on a shared machine; re-run before relying on a digit.
 
@@ -19,8 +20,8 @@ Timing is noisy on a shared machine; re-run before relying on a digit.
 from __future__ import annotations
 
 import argparse
-import gc
 import time
+from collections.abc import Callable
 
 import torch
 from transformers import AutoModelForCausalLM
@@ -46,18 +47,10 @@ def observations(count: int) -> list[str]:
     return texts
 
 
-def time_best(run, repeats: int) -> tuple[float, int]:
-    """Best wall time of ``run()`` over ``repeats`` timed calls after one warm-up; returns (seconds, tokens)."""
-    run()
-    best, tokens = float("inf"), 0
-    for _ in range(repeats):
-        start = time.perf_counter()
-        tokens = run()
-        best = min(best, time.perf_counter() - start)
-    return best, tokens
-
-
-def bench_hf(path, prompts: list[list[int]], new_tokens: int, dtype: torch.dtype, pad_id: int, repeats: int):
+def hf_runner(
+    path, prompts: list[list[int]], new_tokens: int, dtype: torch.dtype, pad_id: int
+) -> Callable[[], int]:
+    """A call that generates with ``transformers`` (batched, left-padded) and returns the new-token count."""
     model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype).eval()
     width = max(map(len, prompts))
     input_ids = torch.tensor([[pad_id] * (width - len(p)) + p for p in prompts])
@@ -78,16 +71,11 @@ def bench_hf(path, prompts: list[list[int]], new_tokens: int, dtype: torch.dtype
             )
         return (out.shape[1] - width) * out.shape[0]
 
-    result = time_best(run, repeats)
-    del model
-    gc.collect()
-    return result
+    return run
 
 
-def bench_vllm(path, prompts: list[list[int]], new_tokens: int, dtype: str, repeats: int):
-    start = time.perf_counter()
-    engine = RolloutEngine(path, dtype=dtype, max_model_len=1024, seed=0, kv_cache_gib=1.0)
-    started = time.perf_counter() - start
+def vllm_runner(engine: RolloutEngine, prompts: list[list[int]], new_tokens: int) -> Callable[[], int]:
+    """A call that generates with the engine and returns the new-token count."""
     requests = [Prompt(p) for p in prompts]
     config = SamplingConfig(temperature=1.0, max_tokens=new_tokens, ignore_eos=True)
 
@@ -95,10 +83,18 @@ def bench_vllm(path, prompts: list[list[int]], new_tokens: int, dtype: str, repe
         results = engine.generate(requests, config)
         return sum(len(c.token_ids) for r in results for c in r)
 
-    seconds, tokens = time_best(run, repeats)
-    del engine
-    gc.collect()
-    return seconds, tokens, started
+    return run
+
+
+def best_rates(runs: dict[str, Callable[[], int]], repeats: int) -> dict[str, float]:
+    """Tokens per second of each (warmed-up) run, best of ``repeats``, the runs alternating."""
+    best = dict.fromkeys(runs, 0.0)
+    for _ in range(repeats):
+        for name, run in runs.items():
+            start = time.perf_counter()
+            tokens = run()
+            best[name] = max(best[name], tokens / (time.perf_counter() - start))
+    return best
 
 
 def main() -> None:
@@ -110,24 +106,26 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=2, help="timed repetitions per side (best is kept)")
     args = parser.parse_args()
     hf_logging.disable_progress_bar()
-    print(
-        f"{args.prompts} prompts x {args.new_tokens} new tokens, {args.dtype}, torch threads {torch.get_num_threads()}"
-    )
+    threads = torch.get_num_threads()
+    print(f"{args.prompts} prompts x {args.new_tokens} new tokens, {args.dtype}, {threads} torch threads")
     print(f"{'model':<8} {'HF tok/s':>10} {'vLLM tok/s':>11} {'vLLM/HF':>8} {'engine start':>13}")
     for name in args.models.split(","):
         path = MODELS[name]()
         renderer = ChatRenderer(path)
         prompts = [renderer.prompt(text).token_ids for text in observations(args.prompts)]
         pad_id = renderer.tokenizer.pad_token_id
-        hf_seconds, hf_tokens = bench_hf(
-            path, prompts, args.new_tokens, getattr(torch, args.dtype), pad_id, args.repeats
-        )
-        vllm_seconds, vllm_tokens, started = bench_vllm(
-            path, prompts, args.new_tokens, args.dtype, args.repeats
-        )
+        start = time.perf_counter()
+        engine = RolloutEngine(path, dtype=args.dtype, max_model_len=1024, seed=0, kv_cache_gib=1.0)
+        started = time.perf_counter() - start
+        runs = {
+            "hf": hf_runner(path, prompts, args.new_tokens, getattr(torch, args.dtype), pad_id),
+            "vllm": vllm_runner(engine, prompts, args.new_tokens),
+        }
         expected = args.prompts * args.new_tokens
-        assert hf_tokens == vllm_tokens == expected, (hf_tokens, vllm_tokens, expected)
-        hf_rate, vllm_rate = hf_tokens / hf_seconds, vllm_tokens / vllm_seconds
+        counts = {name: run() for name, run in runs.items()}  # also the warm-up
+        assert counts == {"hf": expected, "vllm": expected}, counts
+        rates = best_rates(runs, args.repeats)
+        hf_rate, vllm_rate = rates["hf"], rates["vllm"]
         print(
             f"{name:<8} {hf_rate:>10.0f} {vllm_rate:>11.0f} {vllm_rate / hf_rate:>8.2f} {started:>12.1f}s",
             flush=True,

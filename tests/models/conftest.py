@@ -29,6 +29,10 @@ def vlm_path(model_cache: Path) -> Path:
 
 @pytest.fixture(scope="session")
 def _lm_engine(lm_path: Path) -> RolloutEngine:
+    # The replay buffer imports numba into the trainer's process; the engine must start beside it
+    # (models.vllm_env.guard_vllm_kernel_scan).
+    import numba  # noqa: F401
+
     return RolloutEngine(lm_path, dtype="float32", max_model_len=1024, seed=0, kv_cache_gib=0.25)
 
 

@@ -46,7 +46,7 @@ def mean_abs_diff(model, prompts, results, temperature=1.0) -> float:
     return torch.cat(diffs).mean().item()
 
 
-def teach(model, renderer: ChatRenderer, response: str, steps: int = 30) -> dict[str, torch.Tensor]:
+def teach(model, renderer: ChatRenderer, response: str, steps: int = 20) -> dict[str, torch.Tensor]:
     """A few supervised steps so that the model answers every prompt with ``response`` and <|im_end|>."""
     answer = renderer.tokenizer(response, add_special_tokens=False)["input_ids"] + [renderer.eos_token_id]
     sequences = [renderer.prompt(text).token_ids for text in OBSERVATIONS]
@@ -112,7 +112,7 @@ def test_eos_stop_string_and_length_after_loading_taught_weights(
     lm_engine.load_weights(teach(model, renderer, "<answer>Up</answer>"))
     answer = renderer.tokenizer("<answer>Up</answer>", add_special_tokens=False)["input_ids"]
 
-    # Taught to p(answer) ~ 0.97; temperature 0.5 makes the answer practically certain.
+    # Taught to p(answer) ~ 0.94; temperature 0.5 makes the answer practically certain.
     ended = lm_engine.generate(prompts, SamplingConfig(n=4, temperature=0.5, max_tokens=32, seed=4))
     for c in (c for r in ended for c in r):
         # Stopped on eos: <|im_end|> is the last token id, with its logprob; the text leaves it out.
@@ -160,6 +160,15 @@ def test_partial_state_dict_is_refused(lm_engine: RolloutEngine, lm_path: Path):
     state = hf_model(lm_path).state_dict()
     with pytest.raises(ValueError, match="full state dict"):
         lm_engine.load_weights(dict(list(state.items())[:5]))
+
+
+def test_generation_stops_at_max_model_len(lm_engine: RolloutEngine, prompts):
+    room = 5
+    long_prompt = Prompt((prompts[0].token_ids * 100)[: lm_engine.max_model_len - room])
+    (completions,) = lm_engine.generate([long_prompt], SamplingConfig(n=2, max_tokens=50, seed=0))
+    assert all(c.finish_reason == "length" and len(c.token_ids) == room for c in completions)
+    with pytest.raises(ValueError, match="no room"):
+        lm_engine.generate([Prompt(long_prompt.token_ids + [7] * room)], SamplingConfig())
 
 
 def test_text_engine_refuses_images(lm_engine: RolloutEngine, prompts):
