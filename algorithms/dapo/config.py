@@ -43,7 +43,8 @@ class DAPOConfig(AlgorithmConfig):
         self.model_path: str | None = None
         self.model_dtype = "float32"  # learner compute dtype: "float32" or "bfloat16" (autocast)
         self.engine_dtype = "float32"  # vLLM dtype; bf16 halves memory, fp32 keeps logprobs exact on CPU
-        self.max_context_tokens = 4096  # whole conversation; a turn that would exceed it ends the episode
+        # The whole conversation (must exceed max_response_tokens); a turn beyond it ends the episode.
+        self.max_context_tokens = 32768
         self.engine_kv_cache_gib: float | None = None  # None: the engine's own default for the device
         self.system_prompt: str | None = None
 
