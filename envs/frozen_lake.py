@@ -10,7 +10,15 @@ import numpy as np
 from PIL import Image, ImageDraw
 
 from envs.base import DEFAULT_INVALID_PENALTY, MultiTurnEnv, Outcome, Parsed
-from envs.gridworld import DELTAS, DIRECTIONS, compose_tiles, format_instruction, format_turns, parse_moves
+from envs.gridworld import (
+    DELTAS,
+    DIRECTIONS,
+    compose_tiles,
+    format_instruction,
+    format_turns,
+    grid_text,
+    parse_moves,
+)
 
 GOAL_REWARD = 1.0
 # A slippery move goes the intended way or to either side, each with probability 1/3 (as Gymnasium).
@@ -248,10 +256,10 @@ class FrozenLakeEnv(MultiTurnEnv):
         return format_instruction(self.max_actions_per_turn, example=("Right", "Down"))
 
     def map_text(self) -> str:
-        """The map as rows of characters (see the legend); the start cell shows as ice."""
+        """The map, one line per row, cells space-separated (see the legend); the start cell shows as ice."""
         chars = np.where(self._grid == "H", "H", np.where(self._grid == "G", "G", "_"))
         chars[self._player] = "P"
-        return "\n".join("".join(row) for row in chars)
+        return grid_text(chars)
 
     # ----------------------------------------------------------------- oracle
     def oracle_actions(self) -> list[str]:

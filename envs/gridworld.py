@@ -67,6 +67,15 @@ def parse_moves(response: str, max_moves: int) -> Parsed:
     return Parsed(format_ok=False, valid=False, error="no <answer>...</answer> found")
 
 
+def grid_text(cells: np.ndarray) -> str:
+    """A grid of one-character cells as text: rows on lines, cells separated by single spaces.
+
+    The spaces keep every cell its own token under byte-level BPE tokenizers, which otherwise merge runs such
+    as ``____`` or ``PH`` into one token and hide which column a cell is in (Qwen's tokenizer does this too).
+    """
+    return "\n".join(" ".join(row) for row in cells)
+
+
 def compose_tiles(tile_ids: np.ndarray, tiles: np.ndarray) -> np.ndarray:
     """An RGB image from a grid of tile ids: ``tiles[tile_ids[r, c]]`` drawn at cell ``(r, c)``.
 

@@ -10,7 +10,7 @@ import numpy as np
 from PIL import Image, ImageDraw
 
 from envs.base import DEFAULT_INVALID_PENALTY, MultiTurnEnv, Outcome, Parsed
-from envs.gridworld import DELTAS, compose_tiles, format_instruction, format_turns, parse_moves
+from envs.gridworld import DELTAS, compose_tiles, format_instruction, format_turns, grid_text, parse_moves
 from envs.sokoban_levels import Level, generate_level, level_from_text, solve
 
 # gym-sokoban's rewards (shared/notes/anchors.md), per move.
@@ -244,9 +244,9 @@ class SokobanEnv(MultiTurnEnv):
         return ids
 
     def map_text(self) -> str:
-        """The map as rows of characters (see the legend)."""
+        """The map, one line per row, cells space-separated (see the legend)."""
         chars = np.array([WALL, FLOOR, TARGET, BOX, BOX_ON_TARGET_CHAR, PLAYER, PLAYER_ON_TARGET])
-        return "\n".join("".join(row) for row in chars[self._tile_ids()])
+        return grid_text(chars[self._tile_ids()])
 
     # ----------------------------------------------------------------- oracle
     def oracle_actions(self) -> list[str]:

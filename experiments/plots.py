@@ -18,12 +18,19 @@ PANELS = [
 ]
 
 
-def plot_training_curves(rows: list[dict[str, float]], path: Path) -> None:
-    """One panel per metric over training iterations; metrics are matched by name suffix."""
+def plot_training_curves(
+    rows: list[dict[str, float]], path: Path, validation: dict[int, float] | None = None
+) -> None:
+    """One panel per metric over training iterations; metrics are matched by name suffix. ``validation``
+    ({iteration: success}, e.g. before and after training) is drawn on the success panel."""
     fig, axes = plt.subplots(1, len(PANELS), figsize=(4 * len(PANELS), 3.2))
     for ax, (suffix, title) in zip(axes, PANELS, strict=True):
         values = [next((v for k, v in row.items() if k.endswith(suffix)), float("nan")) for row in rows]
-        ax.plot(range(1, len(values) + 1), values, marker="o", markersize=3)
+        ax.plot(range(1, len(values) + 1), values, marker="o", markersize=3, label="training rollouts")
+        if suffix == "rollout/success" and validation:
+            points = sorted(validation.items())
+            ax.plot(*zip(*points, strict=True), marker="s", linestyle="--", label="validation")
+            ax.legend(fontsize=8)
         ax.set_title(title)
         ax.set_xlabel("iteration")
         ax.grid(alpha=0.3)

@@ -20,6 +20,11 @@ Output: Tune's own results folder ``<--storage-path>/<--name>`` (per trial: ``re
 every trial's settings, peak and final validation success, and the best configuration by peak validation
 success (ties go to the first trial). ``tensorboard --logdir <--storage-path>`` shows the curves.
 
+``--resume --name <name>`` continues an interrupted sweep with Tune's own restore: finished trials are kept,
+unfinished ones continue from their latest checkpoint (trials checkpoint after every iteration), errored ones
+start again. Tune keeps the original search space and stopping rule; give the same options as the first
+command so that the summary's header describes it.
+
 The sweep's trainable is ``ValidatedDAPO``, DAPO plus that validation step; plain
 ``tune.Tuner(DAPO, param_space=config)`` works too (it reports DAPO's training metrics only).
 """
@@ -164,8 +169,6 @@ def workload_config(
         overrides["overlong_cache_len"] = min(
             config.overlong_cache_len, max(1, args.max_response_tokens // 3)
         )
-    if args.gpu and args.num_env_runners > 0:
-        config = config.env_runners(num_gpus_per_env_runner=1)  # one vLLM engine per GPU
     return config.training(**{k: v for k, v in overrides.items() if v is not None})
 
 
@@ -198,8 +201,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--storage-path", default="results/sweeps", help="Tune's results root")
     parser.add_argument("--name", default=None, help="experiment folder (default sweep-<env>-<time>)")
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the interrupted sweep --name (same options as the first command)",
+    )
     add_workload_args(parser)
     args = parser.parse_args(argv)
+    if args.resume and not args.name:
+        parser.error("--resume needs the --name of the sweep to continue")
     if args.iterations < 1 or args.eval_every < 1 or args.eval_seeds < 1:
         parser.error("--iterations, --eval-every and --eval-seeds must be >= 1")
     return args
@@ -263,8 +273,14 @@ def run_sweep(args: argparse.Namespace):
     """Fit the Tune experiment; returns Tune's ``ResultGrid``."""
     from ray import tune
 
-    config, searcher, samples = search_space(args)
     init_ray()
+    folder = Path(args.storage_path).resolve() / args.name
+    if args.resume:
+        if not tune.Tuner.can_restore(folder):
+            raise SystemExit(f"sweep: no Tune experiment to resume at {folder}; check --storage-path/--name")
+        # Tune keeps the original search space and stop criteria; the command's other options are ignored.
+        return tune.Tuner.restore(str(folder), trainable=ValidatedDAPO, restart_errored=True).fit()
+    config, searcher, samples = search_space(args)
     tuner = tune.Tuner(
         ValidatedDAPO,
         param_space=config,
@@ -279,7 +295,9 @@ def run_sweep(args: argparse.Namespace):
             name=args.name,
             storage_path=str(Path(args.storage_path).resolve()),
             stop={"training_iteration": args.iterations},
-            checkpoint_config=tune.CheckpointConfig(checkpoint_at_end=True, num_to_keep=1),
+            checkpoint_config=tune.CheckpointConfig(
+                checkpoint_frequency=1, checkpoint_at_end=True, num_to_keep=1
+            ),
             verbose=1,
         ),
     )

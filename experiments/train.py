@@ -1,5 +1,8 @@
 """Train DAPO (+ FreshPER) on a freshrl env: ``python -m experiments.train``.
 
+Settings come from a preset file (``experiments/presets/*.yaml``, one per env; ``--config`` names one, else
+the one for ``--env``, else ``frozen_lake.yaml``), and command-line options override them.
+
 Evaluates the starting policy on held-out validation seeds, trains for ``--iterations`` with a live progress
 bar, evaluates again, and writes a results folder: ``metrics.csv`` (one row per iteration), ``curves.png``
 (DAPO's monitoring curves and success), ``summary.json`` (success before/after with 95% Wilson intervals)
@@ -18,35 +21,83 @@ from typing import Any
 from tqdm import tqdm
 
 DEFAULT_ENV = "freshrl/FrozenLake-v0"
+PRESETS_DIR = Path(__file__).resolve().parent / "presets"
+# What a preset file may set: the options below (same names) plus ``training``, DAPOConfig.training keys
+# applied on top of the algorithm preset.
+PRESET_KEYS = ("env", "env_config", "model", "preset", "replay", "tau", "iterations", "eval_seeds", "seed")
+
+
+def load_preset(path: str | Path) -> dict[str, Any]:
+    """The settings of a preset YAML file; an error naming the file for unknown keys."""
+    import yaml
+
+    path = Path(path)
+    if not path.is_file():
+        raise SystemExit(f"train: no preset file {path}; the shipped ones are in {PRESETS_DIR}")
+    settings = yaml.safe_load(path.read_text()) or {}
+    unknown = sorted(set(settings) - {*PRESET_KEYS, "training"})
+    if unknown:
+        raise SystemExit(f"train: {path} has unknown keys {unknown}; allowed: {[*PRESET_KEYS, 'training']}")
+    return settings
+
+
+def env_preset_file(env: str) -> Path | None:
+    """The shipped preset file whose ``env`` is ``env`` (None when there is none)."""
+    files = sorted(PRESETS_DIR.glob("*.yaml"))
+    return next((path for path in files if load_preset(path).get("env") == env), None)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     from algorithms.dapo.presets import ALGORITHM_PRESETS
     from algorithms.replay import REPLAY_MODES
 
+    first = argparse.ArgumentParser(add_help=False)
+    first.add_argument("--config")
+    first.add_argument("--env")
+    known, _ = first.parse_known_args(argv)
+    preset_file = known.config or env_preset_file(known.env or DEFAULT_ENV)
+    preset = load_preset(preset_file) if preset_file else {}
+    if known.config and known.env and known.env != preset.get("env"):
+        raise SystemExit(f"train: --env {known.env} differs from {known.config}'s env {preset.get('env')}")
+
     parser = argparse.ArgumentParser(prog="python -m experiments.train", description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--config", default=None, help="preset YAML (default: experiments/presets/<the env's>.yaml)"
+    )
     parser.add_argument("--env", default=DEFAULT_ENV, help="registered gymnasium id (default %(default)s)")
     parser.add_argument("--env-config", default="{}", help="JSON kwargs for gymnasium.make")
     parser.add_argument(
-        "--model", default=None, help="local model dir or hub id (default: offline tiny model)"
+        "--model",
+        default=None,
+        help="local model dir or hub id (default: the offline tiny model warm-started on --env)",
     )
     parser.add_argument(
         "--preset", default="dapo", choices=sorted(ALGORITHM_PRESETS), help="DAPO Table 1 ladder"
     )
     parser.add_argument("--replay", default="freshper", choices=REPLAY_MODES, help="replay mode")
     parser.add_argument("--tau", type=float, default=None, help="FreshPER age decay constant")
-    parser.add_argument("--iterations", type=int, default=10)
-    parser.add_argument("--eval-seeds", type=int, default=64, help="validation tasks before and after")
+    parser.add_argument(
+        "--iterations", type=int, default=20, help="training iterations (default %(default)s)"
+    )
+    parser.add_argument(
+        "--eval-seeds", type=int, default=128, help="validation tasks before and after (default %(default)s)"
+    )
     parser.add_argument("--num-env-runners", type=int, default=0, help="remote EnvRunners (0: in-process)")
     parser.add_argument("--num-learners", type=int, default=0, help="remote learners (0: in-process)")
-    parser.add_argument("--gpu", action="store_true", help="put learners (and engines) on GPUs")
+    parser.add_argument("--gpu", action="store_true", help="one GPU per learner and per remote EnvRunner")
     parser.add_argument(
         "--full-scale", action="store_true", help="paper-scale settings instead of the tiny ones"
     )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--output", default=None, help="results folder (default results/<env>-<time>)")
     parser.add_argument("--resume", default=None, help="checkpoint folder to continue from")
-    return parser.parse_args(argv)
+    parser.set_defaults(
+        **{key: json.dumps(value) if key == "env_config" else value for key, value in preset.items()}
+    )
+    args = parser.parse_args(argv)
+    args.training = dict(preset.get("training") or {})
+    args.preset_file = str(preset_file) if preset_file else None
+    return args
 
 
 def build_config(args: argparse.Namespace):
@@ -54,10 +105,13 @@ def build_config(args: argparse.Namespace):
 
     config = DAPOConfig().environment(args.env, env_config=json.loads(args.env_config))
     config = apply_preset(config, args.preset, tiny=not args.full_scale)
-    config = config.training(model_path=args.model).replay(mode=args.replay).debugging(seed=args.seed)
+    config = config.training(**getattr(args, "training", {}), model_path=args.model)
+    config = config.replay(mode=args.replay).debugging(seed=args.seed)
     if args.tau is not None:
         config = config.replay(tau=args.tau)
     config = config.env_runners(num_env_runners=args.num_env_runners)
+    if args.gpu and args.num_env_runners > 0:
+        config = config.env_runners(num_gpus_per_env_runner=1)  # one vLLM engine per GPU
     config = config.learners(num_learners=args.num_learners, num_gpus_per_learner=1 if args.gpu else 0)
     return config
 
@@ -106,6 +160,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
     output = Path(args.output or f"results/{args.env.split('/')[-1]}-{time.strftime('%Y%m%d-%H%M%S')}")
     output.mkdir(parents=True, exist_ok=True)
+    if args.model is None:
+        from models.warm_start import warm_started_path
+
+        print(f"freshrl: no --model; warm-starting the tiny model on {args.env} (built once, then cached)")
+        args.model = str(warm_started_path(args.env))
+        print(f"freshrl: starting from {args.model}")
     config = build_config(args)
     print(f"freshrl: training {args.preset} + {args.replay} on {args.env}; results in {output}")
     algo = config.build_algo()
@@ -121,7 +181,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     csv_path = output / "metrics.csv"
     with tqdm(range(args.iterations), desc="train", unit="it") as bar:
         for _ in bar:
-            flat = flatten(algo.train())
+            flat = flatten({k: v for k, v in algo.train().items() if k != "config"})
             rows.append(flat)
             bar.set_postfix(
                 reward=f"{pick(flat, 'rollout/reward_mean'):.2f}",
@@ -135,9 +195,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     after = evaluate(algo, eval_seeds)
     print(f"success after:  {after['success']:.3f} (95% CI {after['ci95'][0]:.3f}-{after['ci95'][1]:.3f})")
     checkpoint = algo.save_to_path(str((output / "checkpoint").resolve()))
-    plot_training_curves(rows, output / "curves.png")
+    validation = {0: before["success"], len(rows): after["success"]}  # iterations of this run
+    plot_training_curves(rows, output / "curves.png", validation)
     summary = {
+        "config": args.preset_file,
         "env": args.env,
+        "env_config": json.loads(args.env_config),
         "preset": args.preset,
         "replay": args.replay,
         "iterations": args.iterations,

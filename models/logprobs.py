@@ -6,6 +6,11 @@ soon as its logprobs are taken; when gradients are needed a chunk is checkpointe
 in the backward pass), so the full [T, vocab] logits tensor never exists, forward or backward. Logits are
 cast to float32 before the softmax, as vLLM does, in bf16 and fp32 alike. For vision models the image
 placeholder tokens are suppressed as in the rollout engine (models/placeholders.py).
+
+``share_prefix=True`` runs the rows' common prefix once: GRPO's G samples of a task share its whole first
+prompt, which on single-turn tasks is often half of every sequence. The prefix goes through the model with
+batch 1, its key/value cache is repeated for the B rows, and the rest of each row attends to it; the
+result (and its gradient, which reaches the prefix through the cache) equals the plain forward's.
 """
 
 from __future__ import annotations
@@ -17,6 +22,9 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 from models.placeholders import SUPPRESSION_BIAS, suppressed_token_ids
+
+# Below this many shared tokens a second model call costs more than it saves.
+MIN_SHARED_PREFIX = 16
 
 
 def token_logprobs(
@@ -30,6 +38,7 @@ def token_logprobs(
     with_entropy: bool = False,
     chunk_size: int = 1024,
     suppress_placeholders: bool = True,
+    share_prefix: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Next-token log-probabilities: ``logprobs[b, t] = log p(ids[b, t+1] | ids[b, :t+1])``.
 
@@ -44,6 +53,8 @@ def token_logprobs(
         suppress_placeholders: for vision models, add ``SUPPRESSION_BIAS`` to the logits of the image
             placeholder tokens, as the rollout engine does when sampling (models/placeholders.py), so both
             describe the same policy. Placeholder targets (in prompts) then get logprobs near -100: mask them.
+        share_prefix: run the tokens that every row starts with once (module docstring); text-only, and
+            only when at least ``MIN_SHARED_PREFIX`` tokens are shared.
 
     Returns:
         ``(logprobs, entropy)``, each [B, T-1] float32 (entropy None unless ``with_entropy``); entries at
@@ -63,16 +74,66 @@ def token_logprobs(
         vision = {"pixel_values": pixel_values, "image_grid_thw": image_grid_thw}
         if "mm_token_type_ids" in inspect.signature(base.forward).parameters:
             vision["mm_token_type_ids"] = _mm_token_type_ids(model, input_ids)
-    hidden = base(
-        input_ids=input_ids, attention_mask=attention_mask, use_cache=False, **vision
-    ).last_hidden_state
-    hidden = hidden[:, :-1]
-    targets = input_ids[:, 1:]
     suppressed = suppressed_token_ids(model.config) if suppress_placeholders else []
     bias = None
     if suppressed:
-        bias = torch.zeros(head.weight.shape[0], dtype=torch.float32, device=hidden.device)
+        bias = torch.zeros(head.weight.shape[0], dtype=torch.float32, device=input_ids.device)
         bias[suppressed] = SUPPRESSION_BIAS
+
+    def stats(hidden: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+        return _head_stats(head, hidden, targets, bias, temperature, with_entropy, chunk_size)
+
+    prefix = common_prefix_length(input_ids, attention_mask) if share_prefix and not vision else 0
+    if prefix < MIN_SHARED_PREFIX or input_ids.shape[0] == 1:
+        hidden = base(
+            input_ids=input_ids, attention_mask=attention_mask, use_cache=False, **vision
+        ).last_hidden_state
+        return stats(hidden[:, :-1], input_ids[:, 1:])
+
+    rows = input_ids.shape[0]
+    shared = base(input_ids=input_ids[:1, :prefix], use_cache=True)
+    cache = shared.past_key_values
+    cache.batch_repeat_interleave(rows)
+    if attention_mask is None:
+        attention_mask = torch.ones_like(input_ids)
+    rest = base(
+        input_ids=input_ids[:, prefix:], attention_mask=attention_mask, past_key_values=cache, use_cache=True
+    ).last_hidden_state
+    # Targets inside the prefix are the same for every row: one row's stats, expanded.
+    head_logprobs, head_entropy = stats(shared.last_hidden_state[:, :-1], input_ids[:1, 1:prefix])
+    last_shared = shared.last_hidden_state[:, -1:].expand(rows, -1, -1)
+    tail_logprobs, tail_entropy = stats(torch.cat([last_shared, rest[:, :-1]], dim=1), input_ids[:, prefix:])
+    logprobs = torch.cat([head_logprobs.expand(rows, -1), tail_logprobs], dim=1)
+    if not with_entropy:
+        return logprobs, None
+    return logprobs, torch.cat([head_entropy.expand(rows, -1), tail_entropy], dim=1)
+
+
+def common_prefix_length(input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> int:
+    """How many leading tokens every row has in common (real tokens only), at most the shortest row - 1, so
+    that every row keeps at least one token of its own."""
+    lengths = (
+        torch.full((input_ids.shape[0],), input_ids.shape[1], device=input_ids.device)
+        if attention_mask is None
+        else attention_mask.sum(dim=1)
+    )
+    limit = int(lengths.min()) - 1
+    if limit <= 0:
+        return 0
+    differs = (input_ids[:, :limit] != input_ids[:1, :limit]).any(dim=0)
+    return int(differs.float().argmax()) if bool(differs.any()) else limit
+
+
+def _head_stats(
+    head: nn.Module,
+    hidden: torch.Tensor,
+    targets: torch.Tensor,
+    bias: torch.Tensor | None,
+    temperature: float,
+    with_entropy: bool,
+    chunk_size: int,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Logprobs of ``targets`` (and entropies) from ``hidden`` [B, T, H], the LM head applied by chunks."""
 
     def chunk_stats(
         chunk_hidden: torch.Tensor, chunk_targets: torch.Tensor
@@ -99,7 +160,7 @@ def token_logprobs(
         logprob_chunks.append(logprobs)
         entropy_chunks.append(entropy)
     if not logprob_chunks:
-        empty = hidden.new_zeros((input_ids.shape[0], 0), dtype=torch.float32)
+        empty = hidden.new_zeros((hidden.shape[0], 0), dtype=torch.float32)
         return empty, (empty if with_entropy else None)
     logprobs = torch.cat(logprob_chunks, dim=1)
     return logprobs, (torch.cat(entropy_chunks, dim=1) if with_entropy else None)

@@ -56,7 +56,7 @@ def load_hf_model(model_path: str) -> torch.nn.Module:
 
 class LLMPolicyModule(TorchRLModule):
     """model_config keys: model_path, model_dtype, engine_dtype, max_context_tokens, engine_kv_cache_gib,
-    system_prompt, temperature, seed (see DAPOConfig)."""
+    system_prompt, temperature, share_prefix, seed (see DAPOConfig)."""
 
     def setup(self) -> None:
         config = self.model_config or {}
@@ -66,6 +66,7 @@ class LLMPolicyModule(TorchRLModule):
         # None ("auto"): weights are synced as they are and the engine casts them.
         self._sync_dtype = engine_dtype if isinstance(engine_dtype, torch.dtype) else None
         self.temperature = float(config.get("temperature", 1.0))
+        self.share_prefix = bool(config.get("share_prefix", False))
         self.vision = is_vision_model(self.model_path)
         if self.inference_only:
             from models.chat import ChatRenderer
@@ -106,6 +107,7 @@ class LLMPolicyModule(TorchRLModule):
                 image_grid_thw=batch.get("image_grid_thw"),
                 temperature=self.temperature,
                 with_entropy=with_entropy,
+                share_prefix=self.share_prefix,
             )
         out = {"logp": logp.float()}
         if entropy is not None:

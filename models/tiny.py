@@ -250,16 +250,32 @@ def _cached(
 ) -> Path:
     corpus_hash = hashlib.sha256("\x00".join(texts).encode()).hexdigest()
     info = {"builder_version": BUILDER_VERSION, **key, "seed": seed, "corpus_sha256": corpus_hash}
+    return cached_build(f"{key['kind']}-seed{seed}", info, build, cache_dir)
+
+
+def cached_build(
+    name: str,
+    info: dict[str, Any],
+    build: Callable[[Path], dict[str, Any] | None],
+    cache_dir: str | Path | None = None,
+) -> Path:
+    """``<cache_root>/<name>-<hash of info>``, running ``build(directory)`` first if it is not cached.
+
+    ``build`` writes the model into a fresh staging directory, which is renamed into place only after
+    ``BUILD_INFO_FILE`` (``info`` plus whatever dict ``build`` returns) is written: a crash never leaves a
+    half-built model, and two processes building the same model both end with one complete copy.
+    """
     digest = hashlib.sha256(json.dumps(info, sort_keys=True).encode()).hexdigest()[:16]
     root = cache_root(cache_dir)
-    final = root / f"{key['kind']}-seed{seed}-{digest}"
+    final = root / f"{name}-{digest}"
     if (final / BUILD_INFO_FILE).is_file():
         return final
     root.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=root))
     try:
-        build(staging)
-        (staging / BUILD_INFO_FILE).write_text(json.dumps(info, indent=2, sort_keys=True) + "\n")
+        extra = build(staging) or {}
+        text = json.dumps({**info, **extra}, indent=2, sort_keys=True)
+        (staging / BUILD_INFO_FILE).write_text(text + "\n")
         try:
             staging.rename(final)
         except OSError:

@@ -84,6 +84,9 @@ class DAPOConfig(AlgorithmConfig):
         self.minibatch_size = 512  # trajectories per optimizer step (32 prompts x 16)
         self.num_epochs = 1
         self.micro_batch_size = 8  # trajectories per forward/backward; does not change the gradient
+        # Micro-batches hold one group's samples where they fit, and the prompt they share runs through the
+        # model once (models/logprobs.py); same values and gradient as without. Text models only.
+        self.share_prefix = True
 
         # Replay (FreshPER). mode: on_policy (no buffer) | per | freshper | freshper_poly.
         self.replay_mode = "on_policy"
@@ -139,6 +142,7 @@ class DAPOConfig(AlgorithmConfig):
         weight_decay: float = NotProvided,
         adam_betas: tuple[float, float] = NotProvided,
         micro_batch_size: int = NotProvided,
+        share_prefix: bool = NotProvided,
         **kwargs: Any,
     ) -> DAPOConfig:
         """DAPO settings (see the attribute comments in ``__init__``) plus RLlib's own ``training`` keys
@@ -237,6 +241,7 @@ class DAPOConfig(AlgorithmConfig):
             "engine_kv_cache_gib": self.engine_kv_cache_gib,
             "system_prompt": self.system_prompt,
             "temperature": self.temperature,  # learner logprobs must match the sampler's (logits / T)
+            "share_prefix": self.share_prefix,
             "seed": self.seed or 0,
         }
 

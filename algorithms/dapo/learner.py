@@ -45,8 +45,15 @@ class DAPOTorchLearner(TorchLearner):
     def configure_optimizers_for_module(self, module_id: str, config=None) -> None:
         module = self._module[module_id]
         params = self.get_parameters(module)
+        # The fused kernel updates each tensor in one pass; torch's default for CPU tensors is a per-op loop
+        # (for the 0.5B benchmark model on 2 cores, a step took 1.8 s of CPU instead of 8-9 s).
+        fused = all(p.device.type in ("cpu", "cuda") and p.is_floating_point() for p in params) or None
         optimizer = torch.optim.AdamW(
-            params, lr=config.lr, betas=tuple(config.adam_betas), weight_decay=config.weight_decay
+            params,
+            lr=config.lr,
+            betas=tuple(config.adam_betas),
+            weight_decay=config.weight_decay,
+            fused=fused,
         )
         self.register_optimizer(
             module_id=module_id, optimizer=optimizer, params=params, lr_or_lr_schedule=config.lr
@@ -101,6 +108,9 @@ class DAPOTorchLearner(TorchLearner):
         # This learner's shard; with DDP each rank averages gradients, so scale the loss back to a sum.
         world = max(1, config.num_learners)
         shard = list(range(self._learner_index, len(minibatch), world))
+        # A group's samples side by side, so a micro-batch shares its prompt (DAPOConfig.share_prefix). The
+        # order of a minibatch's rows does not change its gradient.
+        shard.sort(key=lambda i: minibatch[i].group_id)
         micro = [
             shard[i : i + config.micro_batch_size] for i in range(0, len(shard), config.micro_batch_size)
         ]

@@ -39,16 +39,18 @@ def _ladder() -> dict[str, dict[str, Any]]:
 
 ALGORITHM_PRESETS: dict[str, dict[str, Any]] = _ladder()
 
-# The offline tiny models on a 2-core CPU: short responses, small groups, a higher learning rate than the
-# paper's 1e-6 (tiny randomly initialised models move slowly), two epochs so the ratio departs from 1 and
-# Clip-Higher acts. Not the paper's settings; chosen so an iteration takes seconds.
+# The offline tiny models on a 2-core CPU: short responses, small groups, a much higher learning rate than the
+# paper's 1e-6 (a 4M-parameter model moves slowly: on the warm-started FrozenLake model, 20 iterations at 1e-4
+# took validation success from 0.22 to 0.35 on 128 seeds, where 2e-5 had moved an earlier one within noise),
+# two epochs so the ratio departs from 1 and Clip-Higher acts. Not the paper's settings; ~10 s an iteration
+# here.
 TINY_SCALE: dict[str, Any] = {
     "group_size": 8,
     "prompts_per_iteration": 4,
     "max_response_tokens": 48,
     "max_context_tokens": 1024,
     "overlong_cache_len": 16,
-    "lr": 2e-5,
+    "lr": 1e-4,
     "warmup_steps": 2,
     "minibatch_size": 16,
     "num_epochs": 2,

@@ -11,7 +11,8 @@ token counts are printed (the random model rarely emits ``<|im_end|>``).
 Ours: ``DAPOConfig`` with the local EnvRunner (in-process vLLM engine, bfloat16) and a local learner (float32
 master weights, forward under bfloat16 autocast: on the development machine that was about 1.5 times faster
 than float32 for a forward + backward of 8 x 137 tokens; ``--model-dtype float32`` to compare); one AdamW step
-per iteration (minibatch P*G = 64 trajectories, 1 epoch, micro-batches of 8). Dynamic sampling is OFF (the
+per iteration (minibatch P*G = 64 trajectories, 1 epoch, micro-batches of 8, each one group whose shared
+prompt runs through the model once: ``DAPOConfig.share_prefix``, on by default). Dynamic sampling is OFF (the
 random model fails every problem, so every group would be dropped), overlong filtering and punishment are off
 (TRL's defaults do neither), replay is off.
 

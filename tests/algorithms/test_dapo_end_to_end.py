@@ -8,17 +8,15 @@ import math
 import pytest
 import torch
 
-from algorithms.dapo import DAPO, DAPOConfig, apply_preset
+from algorithms.dapo import DAPO, DAPOConfig
 
 
-def tiny_config(env: str, model_path: str | None, replay: str) -> DAPOConfig:
-    config = apply_preset(DAPOConfig().environment(env), "dapo", tiny=True)
-    return config.training(
-        model_path=model_path,
-        prompts_per_iteration=2,
+def tiny_config(make, env: str, model_path: str | None, replay: str) -> DAPOConfig:
+    return make(
+        env,
+        model_path,
         group_size=4,
         max_response_tokens=12,
-        overlong_cache_len=4,
         max_generation_batches=2,
         minibatch_size=8,
         engine_kv_cache_gib=0.5,
@@ -36,8 +34,8 @@ def learner_weights(algo: DAPO) -> dict[str, torch.Tensor]:
     ]
 
 
-def run_case(tmp_path, env: str, model_path: str | None, replay: str) -> None:
-    algo = tiny_config(env, model_path, replay).build_algo()
+def run_case(make, tmp_path, env: str, model_path: str | None, replay: str) -> None:
+    algo = tiny_config(make, env, model_path, replay).build_algo()
     before = {k: v.clone() for k, v in learner_weights(algo).items()}
     for _ in range(2):
         result = algo.train()
@@ -68,11 +66,11 @@ def run_case(tmp_path, env: str, model_path: str | None, replay: str) -> None:
 
 
 @pytest.mark.parametrize("replay", ["freshper", "on_policy", "per", "freshper_poly"])
-def test_text_env_tiny_lm(tmp_path, replay):
-    run_case(tmp_path, "freshrl/FrozenLake-v0", None, replay)
+def test_text_env_tiny_lm(small_dapo_config, tmp_path, replay):
+    run_case(small_dapo_config, tmp_path, "freshrl/FrozenLake-v0", None, replay)
 
 
-def test_vision_env_tiny_vlm(tmp_path):
+def test_vision_env_tiny_vlm(small_dapo_config, tmp_path):
     from models.tiny import tiny_vlm_path
 
-    run_case(tmp_path, "freshrl/FrozenLakeVision-v0", str(tiny_vlm_path()), "freshper")
+    run_case(small_dapo_config, tmp_path, "freshrl/FrozenLakeVision-v0", str(tiny_vlm_path()), "freshper")

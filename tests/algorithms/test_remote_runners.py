@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 import ray
 
-from algorithms.dapo import DAPOConfig, apply_preset
 from algorithms.env_runner import MultiTurnEnvRunner
 
 
@@ -22,20 +21,6 @@ class CrashOnceRunner(MultiTurnEnvRunner):
             marker.write_text(str(os.getpid()))
             os._exit(1)
         return super().sample_groups(seeds, **kwargs)
-
-
-def remote_config(runners: int) -> DAPOConfig:
-    config = apply_preset(DAPOConfig().environment("freshrl/FrozenLake-v0"), "dapo", tiny=True)
-    return config.training(
-        prompts_per_iteration=2,
-        group_size=2,
-        max_response_tokens=8,
-        overlong_cache_len=4,
-        minibatch_size=4,
-        engine_kv_cache_gib=0.25,
-        dynamic_sampling=False,
-        overlong_filtering=False,  # the random tiny model's responses are all truncated
-    ).env_runners(num_env_runners=runners)
 
 
 @pytest.fixture
@@ -63,8 +48,12 @@ def crash_marker(tmp_path):
     ray.shutdown()
 
 
-def test_crashed_remote_runner_is_replaced_and_rollout_retried(crash_marker):
-    config = remote_config(1).env_runners(env_runner_cls=CrashOnceRunner)
+def test_crashed_remote_runner_is_replaced_and_rollout_retried(small_dapo_config, crash_marker):
+    # The random tiny model fails every episode and its responses are all truncated: keep every group and
+    # every token so the iteration has something to train on.
+    config = small_dapo_config(dynamic_sampling=False, overlong_filtering=False).env_runners(
+        num_env_runners=1, env_runner_cls=CrashOnceRunner
+    )
     algo = config.build_algo()
     try:
         result = algo.train()

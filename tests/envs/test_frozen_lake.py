@@ -87,7 +87,7 @@ def test_off_grid_move_is_valid_but_not_effective():
     obs, _ = env.reset(options={"map": ALL_OPEN})
     _, reward, _, _, info = env.step("<answer>Up, Left</answer>")
     assert info["action_valid"] and not info["action_effective"] and reward == 0.0
-    assert env.map_text().splitlines()[0] == "P___"
+    assert env.map_text().splitlines()[0] == "P _ _ _"
 
 
 def test_slippery_moves_go_sideways_a_third_of_the_time_each():

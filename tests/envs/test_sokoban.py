@@ -181,7 +181,7 @@ def test_rendering():
     obs, _ = env.reset(seed=3)
     text = env.map_text()
     assert env.render() == f"Map:\n{text}" and text in obs and len(text.splitlines()) == 6
-    assert all(len(row) == 6 and set(row) <= set("#_OX*PS") for row in text.splitlines())
+    assert all(len(row.split(" ")) == 6 and set(row) <= set("#_OX*PS ") for row in text.splitlines())
     assert obs.isascii()
     assert SokobanEnv(render_mode=None).render() is None
 

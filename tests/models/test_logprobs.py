@@ -10,7 +10,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoModelForImageTextToText
 
 from models.chat import ChatRenderer
-from models.logprobs import token_logprobs
+from models.logprobs import common_prefix_length, token_logprobs
 from models.placeholders import SUPPRESSION_BIAS, suppressed_token_ids
 
 
@@ -123,3 +123,46 @@ def test_rejects_bad_arguments(lm, input_ids):
         token_logprobs(lm, input_ids, temperature=0.0)
     with pytest.raises(ValueError, match="batch, time"):
         token_logprobs(lm, input_ids[0])
+
+
+@pytest.fixture(scope="module")
+def shared_prefix_batch() -> tuple[torch.Tensor, torch.Tensor]:
+    """4 rows sharing their first 24 tokens, then different continuations, right-padded to 3 lengths."""
+    rng = np.random.default_rng(1)
+    prefix = rng.integers(7, 3000, size=24)
+    ids = np.stack([np.concatenate([prefix, rng.integers(7, 3000, size=20)]) for _ in range(4)])
+    mask = np.ones_like(ids)
+    mask[1, 35:] = 0
+    mask[3, 26:] = 0
+    ids[mask == 0] = 0
+    return torch.from_numpy(ids), torch.from_numpy(mask)
+
+
+def test_common_prefix_length_counts_real_tokens_only(shared_prefix_batch):
+    ids, mask = shared_prefix_batch
+    assert common_prefix_length(ids, mask) == 24
+    assert common_prefix_length(ids[:1], mask[:1]) == 43  # one row: all but its last token
+    same = ids[:1].repeat(3, 1)
+    assert common_prefix_length(same) == ids.shape[1] - 1
+    assert common_prefix_length(torch.tensor([[5, 6], [7, 6]])) == 0
+
+
+def test_shared_prefix_equals_the_plain_forward_values_and_gradients(lm_path: Path, shared_prefix_batch):
+    ids, mask = shared_prefix_batch
+    model = AutoModelForCausalLM.from_pretrained(lm_path, dtype=torch.float32)
+    real = mask[:, 1:].bool()
+    weights = torch.linspace(-1, 1, ids.shape[1] - 1) * real
+    results = {}
+    for share in (False, True):
+        model.zero_grad()
+        logp, entropy = token_logprobs(model, ids, mask, chunk_size=16, with_entropy=True, share_prefix=share)
+        ((logp * weights).sum() + 0.1 * (entropy * real).sum()).backward()
+        grads = {name: p.grad.clone() for name, p in model.named_parameters()}
+        results[share] = (logp.detach(), entropy.detach(), grads)
+    (plain_logp, plain_entropy, plain_grads), (logp, entropy, grads) = results[False], results[True]
+    assert logp.shape == plain_logp.shape == (4, ids.shape[1] - 1)
+    assert torch.allclose(logp[real], plain_logp[real], atol=1e-5)
+    assert torch.allclose(entropy[real], plain_entropy[real], atol=1e-4)
+    for name, grad in plain_grads.items():
+        assert grad.abs().sum() > 0, name
+        assert torch.allclose(grads[name], grad, atol=1e-5, rtol=1e-4), name

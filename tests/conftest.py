@@ -1,0 +1,33 @@
+"""Fixtures shared by every test folder."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from algorithms.dapo import DAPOConfig, apply_preset
+
+# The smallest DAPO workload that still runs the real path: 2 task seeds x 2 samples, 8 tokens per turn.
+SMALLEST_WORKLOAD: dict[str, Any] = {
+    "prompts_per_iteration": 2,
+    "group_size": 2,
+    "max_response_tokens": 8,
+    "overlong_cache_len": 4,
+    "max_generation_batches": 1,
+    "minibatch_size": 4,
+    "engine_kv_cache_gib": 0.25,
+}
+
+
+@pytest.fixture(scope="session")
+def small_dapo_config() -> Callable[..., DAPOConfig]:
+    """``make(env, model_path=None, **training)``: the tiny ``dapo`` preset shrunk to ``SMALLEST_WORKLOAD``,
+    then ``training`` (any ``DAPOConfig.training`` key) on top."""
+
+    def make(env: str = "freshrl/FrozenLake-v0", model_path: str | None = None, **training) -> DAPOConfig:
+        config = apply_preset(DAPOConfig().environment(env), "dapo", tiny=True)
+        return config.training(model_path=model_path, **{**SMALLEST_WORKLOAD, **training})
+
+    return make

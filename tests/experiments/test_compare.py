@@ -1,0 +1,85 @@
+"""``python -m experiments.compare``: outputs, the Table 1 layout, and skipping finished runs on rerun."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from experiments import compare
+
+
+def test_compare_writes_table_curves_json_and_skips_finished_runs(tmp_path, tiny_workload, ray_session):
+    argv = ["--modes", "on_policy", "freshper", "--seeds", "1", "--iterations", "1", "--tau", "20"]
+    argv += [*tiny_workload, "--output", str(tmp_path)]
+    first = compare.main(argv)
+
+    runs = sorted((tmp_path / "runs").glob("*.json"))
+    assert [p.name for p in runs] == [
+        "FrozenLake-v0__freshper__seed0.json",
+        "FrozenLake-v0__on_policy__seed0.json",
+    ]
+    assert sorted(first["ran"]) == runs and first["skipped"] == []
+    for path in runs:
+        run = json.loads(path.read_text())
+        assert [point["iteration"] for point in run["curve"]] == [0, 1]
+        assert all(point["episodes"] == 4 for point in run["curve"])
+        assert len(run["training"]) == 1 and run["training"][0]["training_iteration"] == 1
+        assert run["peak"] == run["curve"][1]["success"]
+    assert json.loads(runs[0].read_text())["tau"] == 20.0
+
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert set(results["aggregate"]["freshrl/FrozenLake-v0"]) == {"on_policy", "freshper"}
+    assert len(results["runs"]) == 2
+    table = (tmp_path / "comparison.md").read_text()
+    assert "| task | on-policy | FreshPER |" in table
+    assert "| freshrl/FrozenLake-v0 | " in table and "(n=1)" in table
+    assert "| FrozenLake (LLM) | success | 0.297 | 0.281 | 0.305 | freshrl/FrozenLake-v0 |" in table
+    assert (tmp_path / "curves-FrozenLake-v0.png").read_bytes().startswith(b"\x89PNG")
+
+    # Rerun with the same output: nothing is trained again, the outputs are rebuilt from the saved runs.
+    stamps = {path: path.stat().st_mtime_ns for path in runs}
+    second = compare.main(argv)
+    assert second["ran"] == [] and sorted(second["skipped"]) == runs
+    assert {path: path.stat().st_mtime_ns for path in runs} == stamps
+    assert second["aggregate"] == first["aggregate"]
+
+    # A saved run made with other settings is never mixed in.
+    with pytest.raises(SystemExit, match="use another --output"):
+        compare.main([*argv, "--eval-every", "2"])
+
+
+def synthetic_run(mode: str, seed: int, curve: list[float]) -> dict:
+    return {
+        "env": "freshrl/FrozenLake-v0",
+        "mode": mode,
+        "seed": seed,
+        "tau": 20.0,
+        "curve": [{"iteration": i, "success": s, "episodes": 4} for i, s in enumerate(curve)],
+        "initial": curve[0],
+        "peak": max(curve[1:]),
+        "final": curve[-1],
+        "wall_s": 1.0,
+        "settings": {"model_path": None},
+    }
+
+
+def test_aggregate_mean_std_and_range_over_seeds():
+    runs = [
+        synthetic_run("per", 0, [0.0, 0.5, 0.25]),
+        synthetic_run("per", 1, [0.0, 0.25, 0.75]),
+        synthetic_run("freshper", 0, [0.0, 1.0, 0.0]),
+    ]
+    table = compare.aggregate(runs)["freshrl/FrozenLake-v0"]
+    assert table["per"]["peak"] == {"mean": 0.625, "std": pytest.approx(0.1767767), "n": 2}
+    assert table["per"]["final"]["mean"] == 0.5
+    assert table["per"]["curve"] == {
+        "iteration": [0, 1, 2],
+        "mean": [0.0, 0.375, 0.5],
+        "min": [0.0, 0.25, 0.25],
+        "max": [0.0, 0.5, 0.75],
+    }
+    assert table["freshper"]["peak"] == {"mean": 1.0, "std": 0.0, "n": 1}
+    args = compare.parse_args(["--modes", "per", "freshper", "--seeds", "2"])
+    text = compare.markdown(args, compare.aggregate(runs), runs, "python -m experiments.compare")
+    assert "| freshrl/FrozenLake-v0 | 0.625 ± 0.177 (n=2) | 1.000 ± 0.000 (n=1) |" in text

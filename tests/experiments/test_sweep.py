@@ -1,0 +1,143 @@
+"""Ray Tune over DAPO: plain ``tune.Tuner(DAPO, param_space=config)`` and ``python -m experiments.sweep``."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+from pathlib import Path
+
+import pytest
+from ray import tune
+
+from algorithms.dapo import DAPO
+from experiments import sweep
+from models.tiny import tiny_lm_path
+
+# Configs only: a named model is never loaded here (and no warm start is trained).
+NO_MODEL_LOAD = ["--model", "/models/not-loaded"]
+
+
+def test_tuner_runs_dapo_with_a_grid_over_tau_and_eps_high(small_dapo_config, tmp_path, ray_session):
+    config = small_dapo_config(model_path=str(tiny_lm_path()), eps_high=tune.grid_search([0.25]))
+    config = config.replay(mode="freshper", tau=tune.grid_search([50.0]))
+    tuner = tune.Tuner(
+        DAPO,
+        param_space=config,
+        tune_config=tune.TuneConfig(max_concurrent_trials=1),
+        run_config=tune.RunConfig(
+            storage_path=str(tmp_path), name="plain", stop={"training_iteration": 1}, verbose=0
+        ),
+    )
+    results = tuner.fit()
+    assert len(results) == 1 and not results.errors
+    result = results[0]
+    assert result.metrics["training_iteration"] == 1
+    assert result.config["tau"] == 50.0 and result.config["eps_high"] == 0.25
+    assert result.metrics["rollout/groups_sampled"] == 2
+
+
+def test_sweep_cli_writes_tune_results_tensorboard_and_summary(tmp_path, tiny_workload, ray_session):
+    # One trial: each Tune trial starts a worker process that imports torch and vLLM and starts an engine
+    # (about a minute here); the grid itself is checked by test_search_space_grid_and_random.
+    argv = ["--iterations", "2", "--eval-every", "2", "--tau", "50", "--eps-high", "0.28"]
+    summary = sweep.main([*argv, *tiny_workload, "--storage-path", str(tmp_path), "--name", "s"])
+
+    folder = tmp_path / "s"
+    trials = summary["trials"]
+    assert len(trials) == 1
+    for row in trials:
+        assert row["status"] == "ok" and row["iterations"] == 2
+        assert (row["tau"], row["eps_high"], row["replay"]) == (50.0, 0.28, "freshper")
+        assert 0.0 <= row["final_validation_success"] <= 1.0
+        trial_dir = Path(row["path"])
+        assert trial_dir.parent == folder
+        assert list(trial_dir.glob("events.out.tfevents.*")), "no TensorBoard log"
+        progress = (trial_dir / "progress.csv").read_text().splitlines()
+        assert "validation/success" in progress[0] and len(progress) == 3  # header + 2 iterations
+        results = [json.loads(line) for line in (trial_dir / "result.json").read_text().splitlines()]
+        # Measured after iteration 1, then every 2; every result carries the latest measurement.
+        assert [r["validation/iteration"] for r in results] == [1.0, 2.0]
+        assert all(r["validation/episodes"] == 4.0 for r in results)
+        assert row["checkpoint"] is not None
+    assert summary["best"]["trial"] == trials[0]["trial"]
+    saved = json.loads((folder / "summary.json").read_text())
+    assert saved["best"]["trial"] == summary["best"]["trial"]
+    text = (folder / "summary.md").read_text()
+    assert f"| {trials[0]['trial']} **(best)** | 50 | 0.28 |" in text
+
+    # --resume restores the Tune experiment: the finished trial is kept as it was, not run again.
+    resumed = sweep.main([*argv, *tiny_workload, "--storage-path", str(tmp_path), "--name", "s", "--resume"])
+    assert [(r["trial"], r["iterations"], r["status"]) for r in resumed["trials"]] == [
+        (trials[0]["trial"], 2, "ok")
+    ]
+    assert resumed["trials"][0]["peak_validation_success"] == trials[0]["peak_validation_success"]
+    with pytest.raises(SystemExit, match="no Tune experiment to resume"):
+        sweep.main([*argv, *tiny_workload, "--storage-path", str(tmp_path), "--name", "none", "--resume"])
+
+
+def test_validated_config_keeps_the_train_settings():
+    args = sweep.parse_args(
+        [*NO_MODEL_LOAD, "--group-size", "3", "--prompts", "5", "--max-response-tokens", "12"]
+    )
+    dapo_config = sweep.workload_config(args, env=args.env, replay="per", seed=7, tau=123.0)
+    config = sweep.ValidatedDAPOConfig.from_dapo_config(dapo_config).validation(num_seeds=9, interval=2)
+    assert config.algo_class is sweep.ValidatedDAPO
+    assert (config.group_size, config.prompts_per_iteration, config.max_response_tokens) == (3, 5, 12)
+    assert config.overlong_cache_len == 4  # a third of the response limit
+    assert (config.replay_mode, config.tau, config.seed, config.lr) == ("per", 123.0, 7, dapo_config.lr)
+    assert (config.validation_num_seeds, config.validation_interval) == (9, 2)
+    config.validate()
+
+
+def test_search_space_grid_and_random():
+    grid, searcher, samples = sweep.search_space(
+        sweep.parse_args([*NO_MODEL_LOAD, "--tau", "10", "20", "--eps-high", "0.3"])
+    )
+    assert searcher is None and samples == 1
+    assert grid.tau == {"grid_search": [10.0, 20.0]} and grid.eps_high == {"grid_search": [0.3]}
+
+    args = sweep.parse_args(
+        [*NO_MODEL_LOAD, "--search-alg", "random", "--num-samples", "3", "--tau", "10", "20"]
+    )
+    space, searcher, samples = sweep.search_space(args)
+    assert isinstance(searcher, tune.search.BasicVariantGenerator) and samples == 3
+    assert isinstance(space.tau, tune.search.sample.Categorical) and space.tau.categories == [10.0, 20.0]
+
+
+def test_tau_is_not_swept_without_age_decay():
+    config, _, _ = sweep.search_space(
+        sweep.parse_args([*NO_MODEL_LOAD, "--replay", "per", "--tau", "10", "20"])
+    )
+    assert config.tau == {"grid_search": [10.0]}
+
+
+@pytest.mark.skipif(importlib.util.find_spec("optuna") is not None, reason="optuna is installed")
+def test_missing_searcher_package_is_named():
+    with pytest.raises(SystemExit, match="optuna"):
+        sweep.make_searcher("optuna", seed=0)
+    with pytest.raises(SystemExit, match="unknown --search-alg"):
+        sweep.make_searcher("no-such-searcher", seed=0)
+
+
+def test_best_row_and_summary_table():
+    def row(trial, tau, peak, status="ok"):
+        return {
+            "trial": trial,
+            "tau": tau,
+            "eps_high": 0.28,
+            "peak_validation_success": peak,
+            "final_validation_success": peak,
+            "final_reward_mean": math.nan,
+            "iterations": 3,
+            "status": status,
+            "checkpoint": None,
+        }
+
+    rows = [row("a", 50, 0.25), row("b", 500, 0.5), row("c", 5, 0.75, status="error"), row("d", 1, 0.5)]
+    best = sweep.best_row(rows)
+    assert best["trial"] == "b"  # errors never win; ties go to the first trial
+    args = sweep.parse_args(["--name", "x"])
+    text = sweep.summary_markdown(args, rows, best)
+    assert "| b **(best)** | 500 | 0.28 | 0.500 | 0.500 | n/a | 3 | ok |" in text
+    assert "2 trials tie" in text
