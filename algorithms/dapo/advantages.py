@@ -86,8 +86,9 @@ def group_advantages_by_id(
     return _normalize(r, mean[inverse], np.sqrt(var)[inverse], equal, eps, std_normalize)
 
 
-def _normalize(r: np.ndarray, mean: np.ndarray, std: np.ndarray, equal: np.ndarray, eps: float,
-               std_normalize: bool) -> np.ndarray:
+def _normalize(
+    r: np.ndarray, mean: np.ndarray, std: np.ndarray, equal: np.ndarray, eps: float, std_normalize: bool
+) -> np.ndarray:
     centred = np.where(equal, 0.0, r - mean)
     if not std_normalize:
         return centred

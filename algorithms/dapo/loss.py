@@ -194,8 +194,9 @@ def _check_inputs(
         if x is not None and x.shape != logp.shape:
             raise ValueError(f"{name} must have the shape of logp {tuple(logp.shape)}, got {tuple(x.shape)}")
     if advantages.shape not in (logp.shape[:1], logp.shape):
-        raise ValueError(f"advantages must be [B] or [B, T] for logp {tuple(logp.shape)}, "
-                         f"got {tuple(advantages.shape)}")
+        raise ValueError(
+            f"advantages must be [B] or [B, T] for logp {tuple(logp.shape)}, got {tuple(advantages.shape)}"
+        )
     if weights is not None and weights.shape != logp.shape[:1]:
         raise ValueError(f"weights must be [B] = {tuple(logp.shape[:1])}, got {tuple(weights.shape)}")
     if cfg.kl_coef > 0 and logp_ref is None:
