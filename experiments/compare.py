@@ -35,7 +35,8 @@ from typing import Any
 import numpy as np
 
 from algorithms.replay import REPLAY_MODES
-from experiments.sweep import add_workload_args, init_ray, workload_config
+from experiments.ray_session import start_ray
+from experiments.sweep import add_workload_args, workload_config
 from experiments.train import DEFAULT_ENV, flatten
 
 MODE_LABELS = {
@@ -314,7 +315,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         path = run_path(output, env, mode, seed)
         run = load_finished(path, settings)
         if run is None:
-            init_ray()
+            start_ray()
             run = train_and_evaluate(args, config, settings)
             save_run(path, run)
             ran.append(path)

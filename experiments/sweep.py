@@ -43,7 +43,8 @@ from ray.rllib.algorithms.algorithm_config import NotProvided
 
 from algorithms.dapo import DAPO, DAPOConfig
 from envs.seeds import seeds as split_seeds
-from experiments.train import DEFAULT_ENV, build_config
+from experiments.ray_session import start_ray
+from experiments.train import DEFAULT_ENV, build_config, default_model
 from experiments.train import parse_args as train_args
 
 VALIDATION_METRIC = "validation/success"
@@ -172,14 +173,6 @@ def workload_config(
     return config.training(**{k: v for k, v in overrides.items() if v is not None})
 
 
-def default_model(env: str) -> str:
-    """``experiments.train``'s model when none is named: the tiny model warm-started on ``env``
-    (``models.warm_start``; trained on first use, then cached)."""
-    from models.warm_start import warm_started_path
-
-    return str(warm_started_path(env))
-
-
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     from algorithms.replay import REPLAY_MODES
 
@@ -261,19 +254,11 @@ def _importable(module: str) -> bool:
     return importlib.util.find_spec(module) is not None
 
 
-def init_ray() -> None:
-    """Start Ray on this machine, or join the cluster that ``RAY_ADDRESS`` names (docs/scaling.md)."""
-    import ray
-
-    if not ray.is_initialized():
-        ray.init(include_dashboard=False)
-
-
 def run_sweep(args: argparse.Namespace):
     """Fit the Tune experiment; returns Tune's ``ResultGrid``."""
     from ray import tune
 
-    init_ray()
+    start_ray()
     folder = Path(args.storage_path).resolve() / args.name
     if args.resume:
         if not tune.Tuner.can_restore(folder):

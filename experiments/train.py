@@ -47,6 +47,14 @@ def env_preset_file(env: str) -> Path | None:
     return next((path for path in files if load_preset(path).get("env") == env), None)
 
 
+def default_model(env: str) -> str:
+    """The model used when none is named: the tiny model warm-started on ``env`` (``models.warm_start``;
+    trained on first use, then cached)."""
+    from models.warm_start import warm_started_path
+
+    return str(warm_started_path(env))
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     from algorithms.dapo.presets import ALGORITHM_PRESETS
     from algorithms.replay import REPLAY_MODES
@@ -161,10 +169,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     output = Path(args.output or f"results/{args.env.split('/')[-1]}-{time.strftime('%Y%m%d-%H%M%S')}")
     output.mkdir(parents=True, exist_ok=True)
     if args.model is None:
-        from models.warm_start import warm_started_path
-
         print(f"freshrl: no --model; warm-starting the tiny model on {args.env} (built once, then cached)")
-        args.model = str(warm_started_path(args.env))
+        args.model = default_model(args.env)
         print(f"freshrl: starting from {args.model}")
     config = build_config(args)
     print(f"freshrl: training {args.preset} + {args.replay} on {args.env}; results in {output}")

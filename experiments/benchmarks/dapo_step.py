@@ -67,6 +67,7 @@ from algorithms.trajectory import Trajectory
 from envs.math_equivalence import score_response
 from envs.math_task import CORRECT_REWARD, WRONG_REWARD
 from envs.seeds import SPLITS
+from experiments.ray_session import start_ray
 from models.chat import ChatRenderer
 from models.tiny import qwen25_05b_like_path, tiny_lm_path
 
@@ -233,21 +234,6 @@ def plain_update(model, optimizer, trajectories: list[Trajectory], micro: int, d
         loss.backward()
     torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
     optimizer.step()
-
-
-def start_ray(attempts: int = 3) -> None:
-    """Ray without its dashboard (nothing here uses it). On an overloaded machine the raylet can miss Ray's
-    fixed 30 s start-up deadline; then try again."""
-    import ray
-
-    for attempt in range(attempts):
-        try:
-            ray.init(include_dashboard=False)
-            return
-        except Exception:
-            ray.shutdown()
-            if attempt == attempts - 1:
-                raise
 
 
 def run_dapo(work: Workload) -> dict[str, Any]:

@@ -10,6 +10,7 @@ import pytest
 import ray
 
 from algorithms.env_runner import MultiTurnEnvRunner
+from experiments.ray_session import start_ray
 
 
 class CrashOnceRunner(MultiTurnEnvRunner):
@@ -32,18 +33,7 @@ def crash_marker(tmp_path):
     )
     env_vars = {"PYTHONPATH": python_path, "FRESHRL_TEST_CRASH_MARKER": str(marker)}
     ray.shutdown()
-    for attempt in range(3):  # a loaded machine can time out the raylet's start; that is not under test
-        try:
-            ray.init(
-                num_cpus=2,
-                include_dashboard=False,
-                runtime_env={"env_vars": env_vars},
-            )
-            break
-        except Exception:
-            ray.shutdown()
-            if attempt == 2:
-                raise
+    start_ray(num_cpus=2, runtime_env={"env_vars": env_vars})
     yield marker
     ray.shutdown()
 

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 import pytest
 import ray
 
+from experiments.ray_session import start_ray
 from models.tiny import tiny_lm_path
 
 
@@ -29,14 +30,6 @@ def tiny_workload() -> list[str]:
 
 @pytest.fixture(scope="session")
 def ray_session() -> Iterator[None]:
-    for attempt in range(3):  # a loaded machine can time out the raylet's start; that is not under test
-        if ray.is_initialized():
-            break
-        try:
-            ray.init(num_cpus=2, include_dashboard=False)
-        except Exception:
-            ray.shutdown()
-            if attempt == 2:
-                raise
+    start_ray(num_cpus=2)
     yield
     ray.shutdown()
