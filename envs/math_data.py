@@ -17,7 +17,6 @@ Every source yields :class:`MathProblem` records whose ``prompt`` is the full us
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 from collections.abc import Iterator, Sequence
@@ -27,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from envs.seeds import SPLITS, split_of
+from envs.seeds import SPLITS, split_of, split_of_content
 
 # DAPO's instruction (shared/notes/anchors.md), appended to every problem that does not carry it already.
 PROMPT_SUFFIX = (
@@ -36,8 +35,6 @@ PROMPT_SUFFIX = (
 )
 KINDS = ("arithmetic", "modular", "counting", "algebra")
 DIFFICULTIES = (1, 2, 3)
-# Shares of the problem-text hash space that belong to each split.
-_SPLIT_BUCKETS = {"train": range(0, 90), "validation": range(90, 95), "test": range(95, 100)}
 
 
 @dataclass(frozen=True)
@@ -288,8 +285,7 @@ def generate_problem(rng: np.random.Generator, difficulty: int | None = 1) -> Ma
 
 def problem_split(problem: MathProblem) -> str:
     """The split a generated problem belongs to, from a stable hash of its text."""
-    bucket = int.from_bytes(hashlib.blake2b(problem.prompt.encode(), digest_size=8).digest(), "big") % 100
-    return next(name for name, buckets in _SPLIT_BUCKETS.items() if bucket in buckets)
+    return split_of_content(problem.prompt)
 
 
 def problem_for_seed(

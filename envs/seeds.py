@@ -6,11 +6,18 @@ test task is ever trained on (one suite's test seeds overlapped its training see
 
 from __future__ import annotations
 
+import hashlib
+
 TRAIN = range(0, 10_000_000)
 VALIDATION = range(10_000_000, 10_100_000)
 TEST = range(20_000_000, 20_100_000)
 
 SPLITS = {"train": TRAIN, "validation": VALIDATION, "test": TEST}
+
+# Shares of the task-content hash space that belong to each split (percent buckets). A generated task's
+# split is decided by its content, not its seed: two seeds of different splits can draw the same map, so a
+# seed split alone leaks tasks (6-12% of FrozenLake and Sokoban validation maps were training maps).
+CONTENT_BUCKETS = {"train": range(0, 90), "validation": range(90, 95), "test": range(95, 100)}
 
 
 def seeds(split: str, count: int, *, offset: int = 0) -> list[int]:
@@ -21,6 +28,13 @@ def seeds(split: str, count: int, *, offset: int = 0) -> list[int]:
     if offset < 0 or offset + count > len(seed_range):
         raise ValueError(f"{split} holds {len(seed_range)} seeds; asked for {count} after offset {offset}")
     return list(seed_range[offset : offset + count])
+
+
+def split_of_content(content: str | bytes) -> str:
+    """The split a task belongs to, from a stable hash of its content (map text, level, problem text)."""
+    data = content.encode() if isinstance(content, str) else content
+    bucket = int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "big") % 100
+    return next(name for name, buckets in CONTENT_BUCKETS.items() if bucket in buckets)
 
 
 def split_of(seed: int) -> str | None:
