@@ -43,3 +43,20 @@ def split_of(seed: int) -> str | None:
         if seed in seed_range:
             return name
     return None
+
+
+def split_of_reset_seed(seed: int | None) -> str:
+    """The split whose tasks ``reset(seed=seed)`` draws: train for None, the seed's own split otherwise.
+
+    A seed outside every split range is an error: it would draw tasks of no declared split (or, worse, of
+    the test split) without anyone noticing.
+    """
+    if seed is None:
+        return "train"
+    split = split_of(seed)
+    if split is None:
+        ranges = ", ".join(f"{name} [{r.start:,}, {r.stop:,})" for name, r in SPLITS.items())
+        raise ValueError(
+            f"reset seed {seed} is outside every split range ({ranges}); use envs.seeds.seeds(split, n)"
+        )
+    return split
