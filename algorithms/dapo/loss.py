@@ -4,6 +4,7 @@ Per response token t of sequence i, with ratio r = exp(logp - logp_old) against 
 
     L_it = -min(r * A_i, clip(r, 1 - eps_low, 1 + eps_high) * A_i)      Clip-Higher (Eq. 8/10)
     L_it = min(L_it, -c * A_i)  if A_i < 0 and dual_clip_c = c           dual clip (Ye et al., 2020; verl)
+    L_it *= min(exp(logp_old - logp_sampler), C)  when logp_sampler given  truncated IS (TIS), detached
     L_it += kl_coef * (exp(ref - logp) - (ref - logp) - 1)              k3 KL to a frozen reference (GRPO)
 
 and the step loss sums w_i * L_it over the optimizer step and divides by one step-wide normalizer
@@ -16,6 +17,15 @@ and the step loss sums w_i * L_it over the optimizer step and divides by one ste
 Because every micro-batch divides by the normalizer of the whole step, summing the losses of the micro-batches
 (gradient accumulation) gives the full-step loss and gradient however the step is split (verl issue 5625 and
 TRL 5619 are bugs of exactly this kind). Sequences must not be split across micro-batches.
+
+Engine/learner mismatch correction (truncated importance sampling, TIS: Yao et al. 2025, "Your efficient
+RL framework secretly brings you off-policy RL training"; verl's rollout_is, token level, truncate mode):
+when the sampler's logprobs ``logp_sampler`` are given, ``logp_old`` is the learner's own recomputation of
+the behaviour policy (same weights, no grad), the PPO ratio and its clips use ``pi_theta / pi_old_learner``,
+and each token's policy-gradient loss is multiplied by the detached weight
+``min(pi_old_learner / pi_sampler, tis_cap)``. The KL term is not weighted (as in verl). With
+``logp_sampler`` equal to ``logp_old`` every weight is exactly 1 and the loss is bit-identical to the
+uncorrected one.
 
 Masked positions (mask 0) contribute nothing, and NaN or inf stored there in any input never reaches the loss
 or its gradient: inputs pass through ``torch.where`` before any arithmetic, so neither the forward nor the
@@ -45,6 +55,9 @@ class LossConfig:
         default is 3.0, its DAPO scripts use 10).
     loss_agg_mode: one of ``LOSS_AGG_MODES``; ``token-mean`` is DAPO's token-level loss (Eq. 12).
     kl_coef: weight of the k3 KL to a frozen reference; 0 as in DAPO (section 2.3).
+    tis_cap: C of the mismatch weight min(pi_old_learner / pi_sampler, C), used when ``logp_sampler`` is
+        given; must be >= 1 so that matching logprobs keep weight 1. 2.0 as in verl's rollout_is_threshold
+        example and the TIS post (Yao et al., 2025).
     max_response_tokens: the constant L of ``seq-mean-token-sum-norm``: Dr. GRPO uses the generation budget
         (for multi-turn trajectories, the budget of all turns together). None falls back to the longest
         response in the optimizer step, which keeps the step split-invariant but varies from step to step.
@@ -56,6 +69,7 @@ class LossConfig:
     loss_agg_mode: str = "token-mean"
     kl_coef: float = 0.0
     max_response_tokens: int | None = None
+    tis_cap: float = 2.0
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.eps_low < 1.0:
@@ -70,6 +84,10 @@ class LossConfig:
             raise ValueError(f"kl_coef must be >= 0, got {self.kl_coef}")
         if self.max_response_tokens is not None and self.max_response_tokens < 1:
             raise ValueError(f"max_response_tokens must be >= 1 (or None), got {self.max_response_tokens}")
+        if not self.tis_cap >= 1.0:
+            raise ValueError(
+                f"tis_cap must be >= 1 (below 1 even matching logprobs lose weight), got {self.tis_cap}"
+            )
 
 
 def loss_normalizer(masks: Sequence[Tensor], mode: str, max_response_tokens: int | None = None) -> float:
@@ -103,6 +121,7 @@ def policy_loss(
     cfg: LossConfig,
     weights: Tensor | None = None,
     logp_ref: Tensor | None = None,
+    logp_sampler: Tensor | None = None,
 ) -> tuple[Tensor, dict[str, Tensor]]:
     """One micro-batch's contribution to the step loss, and its detached metrics.
 
@@ -110,14 +129,19 @@ def policy_loss(
     mask 1 on response tokens). advantages: [B] (broadcast over tokens) or [B, T]. weights: [B] importance
     weights of replayed sequences, multiplying each sequence's whole loss (KL term included). normalizer:
     :func:`loss_normalizer` of the whole optimizer step. logp_ref is required when ``cfg.kl_coef > 0``.
+    logp_sampler: [B, T] the rollout engine's logprobs of the sampled tokens; given, ``logp_old`` must be the
+    learner's recomputed ones and the truncated mismatch weight applies (module docstring).
 
     Metrics, over this micro-batch's response tokens: clipfrac_low / clipfrac_high (fraction of tokens whose
     gradient the low / high clip removes: A < 0 and r < 1 - eps_low / A > 0 and r > 1 + eps_high),
     dual_clip_frac, approx_kl (k3 estimate of KL(behaviour || current)), ratio_min / ratio_max / ratio_mean,
-    kl_ref (when logp_ref is given), pg_loss (the policy-gradient part of the returned loss) and tokens.
-    Without response tokens the fractions and KLs are 0 and the ratio statistics 1.
+    kl_ref (when logp_ref is given), pg_loss (the policy-gradient part of the returned loss) and tokens. With
+    logp_sampler: mismatch_kl (k3 estimate of KL(sampler || learner) from the sampled tokens),
+    mismatch_ratio_min / mismatch_ratio_max (pi_old_learner / pi_sampler before truncation) and tis_clip_frac
+    (fraction of tokens whose weight the cap truncates). Without response tokens the fractions and KLs are 0
+    and the ratio statistics 1.
     """
-    mask = _check_inputs(logp, logp_old, advantages, mask, weights, logp_ref, normalizer, cfg)
+    mask = _check_inputs(logp, logp_old, advantages, mask, weights, logp_ref, logp_sampler, normalizer, cfg)
     zero = logp.new_zeros(())
     if advantages.dim() == 1:
         advantages = advantages[:, None].expand_as(logp)
@@ -136,6 +160,11 @@ def policy_loss(
         pg_loss3 = -adv * cfg.dual_clip_c
         dual_clipped = (adv < 0) & (pg_loss3 < pg_losses)  # strict: at r == c the token keeps its gradient
         pg_losses = torch.where(dual_clipped, pg_loss3, pg_losses)
+    mismatch_log_ratio = None
+    if logp_sampler is not None:
+        mismatch_log_ratio = logp_old - torch.where(mask, logp_sampler.to(logp.dtype), zero)
+        mismatch_ratio = torch.exp(mismatch_log_ratio).detach()
+        pg_losses = pg_losses * torch.clamp(mismatch_ratio, max=cfg.tis_cap)
 
     token_losses = pg_losses
     kl_ref = None
@@ -166,6 +195,15 @@ def policy_loss(
         }
         if kl_ref is not None:
             metrics["kl_ref"] = kl_ref.sum() / n
+        if mismatch_log_ratio is not None:
+            metrics["mismatch_kl"] = ((mismatch_ratio - 1.0) - mismatch_log_ratio).sum() / n
+            metrics["mismatch_ratio_min"] = torch.where(
+                tokens > 0, torch.where(mask, mismatch_ratio, torch.inf).min(), one
+            )
+            metrics["mismatch_ratio_max"] = torch.where(
+                tokens > 0, torch.where(mask, mismatch_ratio, -torch.inf).max(), one
+            )
+            metrics["tis_clip_frac"] = (mask & (mismatch_ratio > cfg.tis_cap)).sum() / n
     return loss, metrics
 
 
@@ -184,13 +222,15 @@ def _check_inputs(
     mask: Tensor,
     weights: Tensor | None,
     logp_ref: Tensor | None,
+    logp_sampler: Tensor | None,
     normalizer: float,
     cfg: LossConfig,
 ) -> Tensor:
     """Validate shapes and arguments; return the mask as bool."""
     if logp.dim() != 2:
         raise ValueError(f"logp must be [B, T], got shape {tuple(logp.shape)}")
-    for name, x in (("logp_old", logp_old), ("mask", mask), ("logp_ref", logp_ref)):
+    inputs = (("logp_old", logp_old), ("mask", mask), ("logp_ref", logp_ref), ("logp_sampler", logp_sampler))
+    for name, x in inputs:
         if x is not None and x.shape != logp.shape:
             raise ValueError(f"{name} must have the shape of logp {tuple(logp.shape)}, got {tuple(x.shape)}")
     if advantages.shape not in (logp.shape[:1], logp.shape):

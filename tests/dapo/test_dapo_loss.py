@@ -12,17 +12,19 @@ import torch
 from algorithms.dapo.loss import LOSS_AGG_MODES, LossConfig, loss_normalizer, policy_loss
 
 
-def reference_loss(logp, logp_old, adv, mask, cfg, weights=None, logp_ref=None):
+def reference_loss(logp, logp_old, adv, mask, cfg, weights=None, logp_ref=None, logp_sampler=None):
     """Loss, d loss / d logp and metrics of a whole optimizer step, token by token in Python floats.
 
     Written from the equations, not from the implementation: per token pick the unclipped or clipped term of
-    -min(rA, clip(r)A) (a tie keeps the unclipped term), apply the dual clip, add the KL, then reduce.
+    -min(rA, clip(r)A) (a tie keeps the unclipped term), apply the dual clip, weight by the truncated
+    mismatch ratio min(pi_old / pi_sampler, C) when logp_sampler is given, add the KL, then reduce.
     """
     lo, hi, c = 1.0 - cfg.eps_low, 1.0 + cfg.eps_high, cfg.dual_clip_c
     n_rows, n_cols = logp.shape
     total, pg_total = 0.0, 0.0
     grad = np.zeros((n_rows, n_cols))
     ratios, clip_low, clip_high, dual, approx_kl, kl_ref = [], 0, 0, 0, 0.0, 0.0
+    tis_ratios, tis_clipped, mismatch_kl = [], 0, 0.0
     lengths = [sum(1 for t in range(n_cols) if mask[i, t]) for i in range(n_rows)]
     for i in range(n_rows):
         w = 1.0 if weights is None else float(weights[i])
@@ -45,6 +47,13 @@ def reference_loss(logp, logp_old, adv, mask, cfg, weights=None, logp_ref=None):
             if c is not None and a < 0 and -c * a < loss:
                 loss, g = -c * a, 0.0
                 dual += 1
+            if logp_sampler is not None:
+                m = float(logp_old[i, t]) - float(logp_sampler[i, t])
+                rho = math.exp(m)
+                tis_ratios.append(rho)
+                tis_clipped += rho > cfg.tis_cap
+                mismatch_kl += (rho - 1.0) - m
+                loss, g = loss * min(rho, cfg.tis_cap), g * min(rho, cfg.tis_cap)
             pg_total += w * scale * loss
             if logp_ref is not None:
                 k = float(logp_ref[i, t]) - float(logp[i, t])
@@ -75,6 +84,11 @@ def reference_loss(logp, logp_old, adv, mask, cfg, weights=None, logp_ref=None):
     }
     if logp_ref is not None:
         metrics["kl_ref"] = kl_ref / n
+    if logp_sampler is not None:
+        metrics["mismatch_kl"] = mismatch_kl / n
+        metrics["mismatch_ratio_min"] = min(tis_ratios, default=1.0)
+        metrics["mismatch_ratio_max"] = max(tis_ratios, default=1.0)
+        metrics["tis_clip_frac"] = tis_clipped / n
     return total / norm, grad / norm, metrics
 
 
@@ -100,14 +114,16 @@ def random_step(seed, n_rows=7, n_cols=11, token_adv=False):
     return logp, logp_old, adv, mask, weights, logp_ref
 
 
-def run_torch(logp, logp_old, adv, mask, cfg, weights=None, logp_ref=None, dtype=torch.float64):
+def run_torch(logp, logp_old, adv, mask, cfg, weights=None, logp_ref=None, dtype=torch.float64,
+              logp_sampler=None):
     t = {k: torch.tensor(v, dtype=dtype) for k, v in
-         (("logp_old", logp_old), ("adv", adv), ("w", weights), ("ref", logp_ref)) if v is not None}
+         (("logp_old", logp_old), ("adv", adv), ("w", weights), ("ref", logp_ref), ("sampler", logp_sampler))
+         if v is not None}
     logp_t = torch.tensor(logp, dtype=dtype, requires_grad=True)
     mask_t = torch.tensor(mask)
     norm = loss_normalizer([mask_t], cfg.loss_agg_mode, cfg.max_response_tokens)
     loss, metrics = policy_loss(logp_t, t["logp_old"], t["adv"], mask_t, normalizer=norm, cfg=cfg,
-                                weights=t.get("w"), logp_ref=t.get("ref"))
+                                weights=t.get("w"), logp_ref=t.get("ref"), logp_sampler=t.get("sampler"))
     loss.backward()
     return loss, logp_t.grad, metrics
 
@@ -134,6 +150,58 @@ def test_loss_grad_and_metrics_match_reference(mode, dual_c, weighted, kl, token
         for name, want in want_metrics.items():
             assert metrics[name].item() == pytest.approx(want, rel=1e-12, abs=1e-14), name
             assert not metrics[name].requires_grad
+
+
+def sampler_logprobs(seed, logp_old, mask):
+    """Engine logprobs that differ from the learner's by a bf16-like jitter, some by far more than the cap,
+    with NaN in masked positions."""
+    rng = np.random.default_rng(1000 + seed)
+    gap = rng.normal(0.0, 0.05, logp_old.shape)
+    far = rng.random(logp_old.shape) < 0.2
+    gap[far] = rng.uniform(-3.0, 3.0, int(far.sum()))  # pi_old / pi_sampler from e^-3 to e^3
+    return np.where(mask, logp_old - gap, np.nan)
+
+
+TIS_CASES = list(itertools.product(LOSS_AGG_MODES, (None, 3.0), (False, True), (False, True), (2.0, 1.0)))
+
+
+@pytest.mark.parametrize(("mode", "dual_c", "kl", "token_adv", "cap"), TIS_CASES)
+def test_mismatch_weight_matches_reference(mode, dual_c, kl, token_adv, cap):
+    """Truncated IS: ratio against the learner's pi_old, each token's PG loss times min(pi_old/pi_vllm, C)."""
+    cfg = LossConfig(dual_clip_c=dual_c, loss_agg_mode=mode, kl_coef=0.1 if kl else 0.0, tis_cap=cap)
+    for seed in range(3):
+        logp, logp_old, adv, mask, weights, logp_ref = random_step(seed, token_adv=token_adv)
+        logp_sampler = sampler_logprobs(seed, logp_old, mask)
+        ref = logp_ref if kl else None
+        want_loss, want_grad, want_metrics = reference_loss(logp, logp_old, adv, mask, cfg, weights, ref,
+                                                            logp_sampler)
+        assert want_metrics["tis_clip_frac"] > 0 and want_metrics["mismatch_ratio_min"] < 1.0
+        loss, grad, metrics = run_torch(logp, logp_old, adv, mask, cfg, weights, ref,
+                                        logp_sampler=logp_sampler)
+        assert torch.isfinite(loss) and torch.isfinite(grad).all()
+        assert loss.item() == pytest.approx(want_loss, rel=1e-12, abs=1e-14)
+        np.testing.assert_allclose(grad.numpy(), want_grad, rtol=1e-12, atol=1e-15)
+        assert set(metrics) == set(want_metrics)
+        for name, want in want_metrics.items():
+            assert metrics[name].item() == pytest.approx(want, rel=1e-12, abs=1e-14), name
+        plain_loss, _, _ = run_torch(logp, logp_old, adv, mask, cfg, weights, ref)
+        assert loss.item() != plain_loss.item()  # the weight does act
+
+
+@pytest.mark.parametrize("mode", LOSS_AGG_MODES)
+def test_mismatch_correction_with_identical_logprobs_is_bit_identical(mode):
+    """pi_vllm == pi_old_learner: every weight is exactly 1, so the loss and gradient equal the uncorrected
+    ones bit for bit (the correction costs nothing in exactness where the engine agrees)."""
+    cfg = LossConfig(dual_clip_c=3.0, loss_agg_mode=mode, kl_coef=0.05)
+    logp, logp_old, adv, mask, weights, logp_ref = random_step(7)
+    plain_loss, plain_grad, plain_metrics = run_torch(logp, logp_old, adv, mask, cfg, weights, logp_ref)
+    loss, grad, metrics = run_torch(logp, logp_old, adv, mask, cfg, weights, logp_ref, logp_sampler=logp_old)
+    assert loss.item() == plain_loss.item()
+    assert torch.equal(grad, plain_grad)
+    assert metrics["mismatch_kl"].item() == 0.0 and metrics["tis_clip_frac"].item() == 0.0
+    assert metrics["mismatch_ratio_min"].item() == metrics["mismatch_ratio_max"].item() == 1.0
+    for name, value in plain_metrics.items():
+        assert torch.equal(metrics[name], value), name
 
 
 def test_reference_sees_every_clip_region():
@@ -354,7 +422,7 @@ def test_loss_normalizer_values():
 
 @pytest.mark.parametrize("kwargs", [
     {"eps_low": 1.0}, {"eps_low": -0.1}, {"eps_high": -0.01}, {"dual_clip_c": 1.0},
-    {"loss_agg_mode": "seq-mean-token-sum"}, {"kl_coef": -1.0}, {"max_response_tokens": 0}])
+    {"loss_agg_mode": "seq-mean-token-sum"}, {"kl_coef": -1.0}, {"max_response_tokens": 0}, {"tis_cap": 0.5}])
 def test_config_validation(kwargs):
     with pytest.raises(ValueError):
         LossConfig(**kwargs)
@@ -374,3 +442,5 @@ def test_argument_validation():
         policy_loss(x, x, torch.zeros(2), torch.ones(2, 4), normalizer=1.0, cfg=cfg)
     with pytest.raises(ValueError, match="normalizer"):
         policy_loss(x, x, torch.zeros(2), mask, normalizer=0.0, cfg=cfg)
+    with pytest.raises(ValueError, match="logp_sampler"):
+        policy_loss(x, x, torch.zeros(2), mask, normalizer=1.0, cfg=cfg, logp_sampler=torch.zeros(2, 4))
