@@ -21,8 +21,13 @@ one call per batch: B draws or B priority updates cost O(B log N), with no O(N) 
   step t_ref, so a key never changes as t advances. Before a new sum-tree key would exceed exp(500) (roughly
   when alpha * (t - t_ref) / tau reaches 500), the buffer rebases: t_ref := t and every key is recomputed
   from the stored p_base and t_i in one vectorised O(N) pass (with tau = 500, alpha = 0.6 that is every
-  ~400k steps). A key below ~1e-300 of the scale set at the last rebase is 0 in the sum tree (never drawn;
-  if that leaves every key 0, ``sample`` rebases first); the min tree keeps its exact log key.
+  ~400k steps). A key far below the scale set at the last rebase (the largest key then) is subnormal or 0 in
+  the sum tree; that is harmless while the total is near the scale, but once the items that set it are
+  evicted (or updated down) the small keys left would be drawn from wrong or zero values. So ``sample`` and
+  ``probabilities`` rebase first whenever the tree total is below exp(-REBASE_EXPONENT): then every key
+  that underflowed is below exp(-208) of the total, and the keys that carry the mass are normal floats.
+  A rebase leaves the total >= 1, so this costs one O(N) pass per fall of the total by e^500, none in the
+  common case. The min tree keeps its exact log key throughout.
 - No decay (standard PER) needs no refresh at all.
 - Polynomial decay (1 + age/tau)^-k does not factor, so its keys are recomputed exactly against the current
   step, lazily: the first ``sample`` (or ``probabilities``) at a new step pays one vectorised O(N) pass and
@@ -64,6 +69,9 @@ from algorithms.replay.priority_tree import build_min, build_sum, new_trees, tre
 # Largest exponent a sum-tree leaf may have before all keys are rebased. exp(500) ~ 1e217 leaves room for a
 # sum over 1e9 leaves and for large base priorities below float64's 1.8e308.
 REBASE_EXPONENT = 500.0
+# Smallest sum-tree total sampled without a rebase: leaves underflow below exp(-745), so above this total
+# whatever underflowed weighs < exp(-245) of it (beyond a float64 uniform's resolution, 2^-53).
+MIN_TOTAL = math.exp(-REBASE_EXPONENT)
 
 STATE_FORMAT = 1
 
@@ -214,7 +222,7 @@ class PrioritizedReplayBuffer:
         """Ids and sampling probabilities P(i) of every stored item at step ``t`` (O(N); for inspection)."""
         self._advance(t)
         size = len(self)
-        if size and (self._stale or not self._trees[SUM, 0] > 0):
+        if size and self._keys_need_refresh():
             self._refresh()
         keys = self._trees[SUM, self._leaves : self._leaves + size]
         return self._ids[:size].copy(), keys / self._trees[SUM, 0] if size else keys.copy()
@@ -326,9 +334,7 @@ class PrioritizedReplayBuffer:
         self._advance(t)
         if len(self) == 0:
             raise ValueError("cannot sample from an empty replay buffer: add items first")
-        total = self._trees[SUM, 0]
-        if self._stale or not (math.isfinite(total) and total > 0):
-            # Stale polynomial keys, or every key underflowed relative to an evicted dominant item.
+        if self._keys_need_refresh():
             self._refresh()
         beta = self.beta(t)
         slots, ids, probs, weights, steps = draw(
@@ -425,6 +431,12 @@ class PrioritizedReplayBuffer:
         self._step = t = self._checked_step(t)
         if not self.decay.shift_invariant and t != self._reference_step:
             self._stale = True
+
+    def _keys_need_refresh(self) -> bool:
+        """Stale polynomial keys, or a total so far below the scale of the last rebase (the items that set it
+        were evicted or updated down) that the keys left may have underflowed (see the module docstring)."""
+        total = self._trees[SUM, 0]
+        return self._stale or not (math.isfinite(total) and total >= MIN_TOTAL)
 
     def _refresh(self) -> None:
         """Recompute every key against the latest step (vectorised) and rebuild the trees: one O(N) pass."""

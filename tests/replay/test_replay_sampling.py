@@ -116,3 +116,35 @@ def test_underflowed_leaves_are_renormalised_when_nothing_else_is_left(reference
     assert set(batch.items) == {"older", "old"}
     np.testing.assert_allclose(batch.probabilities[np.asarray(batch.items) == "older"], expected_older)
     assert abs(np.mean(np.asarray(batch.items) == "older") - expected_older) < 0.03
+
+
+def _chi_square_p(items: list, names: list[str], expected: np.ndarray) -> float:
+    counts = np.array([np.sum(np.asarray(items) == name) for name in names])
+    return stats.chisquare(counts, expected * len(items)).pvalue
+
+
+@pytest.mark.parametrize("how", ["evicted", "updated_down"])
+def test_keys_far_below_a_departed_dominant_item_are_sampled_exactly(how):
+    """Issue 11 item 8. A 1e200 item sets the sum-tree scale at a rebase; the items kept are ~744 nats below
+    it, where float64 keys are subnormal or 0. Once the dominant item is gone, sampling must follow the
+    analytic P(i) (in ratio form: relative keys e^1, e^-1, e^0), not the underflowed leaves."""
+    t = 800.0
+    decay = make_replay_buffer("freshper", tau=1.0).decay
+    buf = PrioritizedReplayBuffer(3, decay, alpha=1.0, eps=0.0, seed=0)
+    big = buf.add(["big"], [1e200], t=t)  # out of range at reference step 0: rebases, scale = this key
+    # log keys relative to "big": log(1e-200) - 283 = -743.5 (subnormal), -745.5 (0), -744.5 (subnormal)
+    buf.add(["a", "b"], [1.0, 1.0], t=t, collection_steps=[t - 283.0, t - 285.0])
+    if how == "evicted":
+        buf.add(["c"], [1.0], t=t, collection_steps=[t - 284.0])  # evicts "big"
+        names, log_keys = ["a", "b", "c"], np.array([1.0, -1.0, 0.0])
+    else:
+        buf.update_priorities(big, [np.exp(-284.0)])  # "big" (age 0) drops to between "a" and "b"
+        names, log_keys = ["big", "a", "b"], np.array([0.0, 1.0, -1.0])
+    expected = np.exp(log_keys) / np.exp(log_keys).sum()
+    ids, probs = buf.probabilities(t)
+    np.testing.assert_allclose(np.sort(probs), np.sort(expected), rtol=1e-9)
+    batch = buf.sample(30_000, t=t)
+    assert _chi_square_p(batch.items, names, expected) > 1e-3
+    np.testing.assert_allclose(
+        batch.is_weights.min(), (expected.min() / expected.max()) ** batch.beta, rtol=1e-9
+    )
