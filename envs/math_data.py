@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from envs.seeds import SPLITS, split_of, split_of_content
+from envs.seeds import SPLITS, split_of_content
 
 # DAPO's instruction (shared/notes/anchors.md), appended to every problem that does not carry it already.
 PROMPT_SUFFIX = (
@@ -299,8 +299,3 @@ def problem_for_seed(
         if split is None or problem_split(problem) == split:
             return problem
     raise RuntimeError(f"no {split} problem found at difficulty {difficulty}")
-
-
-def split_for_seed(seed: int | None) -> str | None:
-    """The split a reset seed draws problems from: its own, train for None, None (any) outside the splits."""
-    return "train" if seed is None else split_of(seed)

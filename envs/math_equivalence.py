@@ -7,25 +7,30 @@ format is not ok, but the answer is still scored).
 
 Equivalence (:func:`is_equivalent`):
 
-- Integer ground truth (all of DAPO-Math-17K, AIME and the built-in generator): the answer must be an
-  integer literal after light normalisation: wrappers (``$..$``, ``\\(..\\)``, ``\\boxed{}``, ``\\text{}``,
-  ``**..**``), a leading ``x =``, a currency sign, trailing ``.``/``,``, ``%``, degree marks and up to two
-  unit words are removed; ``042``, ``42.0``, ``+42``, ``1,000`` and ``1{,}000`` are integers; ``4 2``,
-  ``84/2`` and ``42.5`` are not. No symbolic algebra runs, so this path takes microseconds and cannot hang
-  (integers over ``MAX_INTEGER_DIGITS`` digits are not read as integers).
+- Integer ground truth (all of DAPO-Math-17K, AIME and the built-in generator): after light normalisation
+  (wrappers ``$..$``, ``\\(..\\)``, ``\\boxed{}``, ``\\text{}``, ``**..**``; a leading ``x =``; a currency
+  sign; trailing ``.``/``,``, ``%``, degree marks and up to two words of :data:`UNIT_WORDS`) an integer
+  literal is compared exactly: ``042``, ``42.0``, ``+42``, ``1,000`` and ``1{,}000`` are 42 or 1000, ``-42``
+  is not 42, and a trailing word that is not a unit (``42 is wrong``, ``42 not``) leaves no integer. An answer
+  that is not a literal but an expression of integers (digits, ``+ - * / ^ ( ) { } !``, ``\\frac``,
+  ``\\cdot``, ``\\times``, ``\\sqrt``, ``\\binom``; no words, ``=``, commas, decimal points or digits split by
+  spaces) goes through the bounded symbolic check below, so ``\\frac{84}{2}`` and ``2^{10}`` count; anything
+  else (``42 or 43``, ``4 2``, ``41 = 42``) is not equivalent without running the check.
 - Any other ground truth: symbolic equivalence by ``math-verify`` (HuggingFace), under a time bound that works
   in every thread (math-verify's own timeout uses ``SIGALRM`` and so only works in the main thread):
 
   1. cheap pre-checks reject what would blow up: answers over ``MAX_ANSWER_CHARS`` characters, exponent
      towers (``9^9^9``, ``9^{9^{9}}``, ``9**9**9``), exponents or factorials of ``MAX_LITERAL_DIGITS`` or
      more digits;
-  2. the check runs in a child process (:class:`SymbolicWorker`), one per parent process, started on first
-     use. The child bounds itself with an interval timer (it runs the check in its own main thread); a
+  2. the check runs in a child process (:class:`SymbolicWorker`), started on first use together with a warm
+     spare. The child bounds itself with an interval timer (it runs the check in its own main thread); a
      computation stuck in C (a huge integer power does not return to the interpreter) is ended by the parent,
-     which waits at most ``timeout_s`` and then kills the child and starts a fresh one. Either way the answer
-     is "not equivalent". Checks from several threads queue on one lock, each bounded on its own.
+     which waits at most ``timeout_s``, kills the child, swaps the spare in and starts a new spare. Either way
+     the answer is "not equivalent". Checks from several threads queue on one lock, each bounded on its own.
 
-A (re)started child needs about two seconds to import sympy; that start-up is not counted in ``timeout_s``.
+A child needs about two seconds to import sympy; that start-up is not counted in ``timeout_s``. The spare
+imports while the active child works, so the call after a kill does not wait for it (unless two kills
+come within one start-up time).
 """
 
 from __future__ import annotations
@@ -144,19 +149,49 @@ _WRAPPERS = (
     re.compile(r"^\{(.*)\}$", re.DOTALL),
     re.compile(r"^\((.*)\)$", re.DOTALL),
 )
-_PREFIX = re.compile(r"^(?:[A-Za-z]\s*=|\\\$|\$)\s*")
+# A leading "x =", or a currency sign: "\$" or a "$" that no later "$" closes as math.
+_PREFIX = re.compile(r"^(?:[A-Za-z]\s*=|\\\$|\$(?!.*\$))\s*", re.DOTALL)
 _MARK_SUFFIX = re.compile(r"(?:[.,;]|\\?%|\^\s*\{?\s*\\circ\s*\}?|\N{DEGREE SIGN})$")
-_UNIT_SUFFIX = re.compile(r"(?:\s+[A-Za-z]+|\s*\\(?:text|mathrm|mbox)\s*\{\s*[A-Za-z .]*\})$")
+
+# Words stripped after a number: the unit and count words of Minerva's answer normalisation (Lewkowycz et
+# al., 2022, appendix D; DAPO's verifier uses it, shared/notes/anchors.md), with singulars and the common SI
+# and imperial units of competition problems. Only these: any other trailing word ("42 is wrong", "42 not")
+# leaves the answer unreadable as an integer.
+_UNITS_BY_KIND = {
+    "count and area (Minerva)": "unit units square squared cubic sq way ways integer integers digit digits "
+    "point points multiple multiples student students edge edges",
+    "angle and share": "degree degrees deg percent",
+    "length and speed": "mm cm m km millimeter millimeters centimeter centimeters meter meters metre metres "
+    "kilometer kilometers in inch inches ft foot feet yd yard yards mi mile miles mph kph",
+    "time": "s sec secs second seconds min mins minute minutes h hr hrs hour hours day days week weeks "
+    "month months year years",
+    "mass": "g gm gram grams kg kilogram kilograms lb lbs pound pounds oz ounce ounces ton tons",
+    "volume": "l ml liter liters litre litres gallon gallons cup cups",
+    "money": "dollar dollars cent cents",
+}
+UNIT_WORDS = frozenset(word for words in _UNITS_BY_KIND.values() for word in words.split())
 _MAX_UNIT_WORDS = 2
+_UNIT_SUFFIX = re.compile(
+    r"(?:\s+([A-Za-z]+)(?:\^\{?[23]\}?)?|\s*\\(?:text|mathrm|mbox)\s*\{([A-Za-z .]*)\}(?:\^\{?[23]\}?)?)$"
+)
 _INTEGER = re.compile(rf"^([+-]?)\s*(\d{{1,{MAX_INTEGER_DIGITS}}})(?:\.0+)?$")
 _GROUPED_INTEGER = re.compile(r"^[+-]?\s*\d{1,3}(?:,\d{3})+(?:\.0+)?$")
+# An expression of integers that the symbolic check may evaluate for an integer ground truth: these commands,
+# digits, arithmetic and grouping only.
+_EXPRESSION_COMMANDS = re.compile(r"\\(?:[dt]?frac|cdot|times|div|sqrt|[dt]?binom|left|right)(?![A-Za-z])")
+_EXPRESSION = re.compile(r"^[\d\s+\-*/^(){}!]+$")
+_SPLIT_DIGITS = re.compile(r"\d\s+\d")
 
 
-def parse_integer(text: str) -> int | None:
-    """The integer an answer states (``"042"``, ``"$42$"``, ``"42 cm"`` -> 42), or None when it is not one."""
+def _unit_words(match: re.Match) -> list[str] | None:
+    """The unit words a trailing match strips (``[]`` for an empty ``\\text{}``), None if one is no unit."""
+    words = (match.group(1) or match.group(2).replace(".", " ")).lower().split()
+    return words if all(w in UNIT_WORDS for w in words) else None
+
+
+def bare_answer(text: str) -> str:
+    """An answer without its wrappers, prefix, trailing marks and units (``"$x = 42$ cm"`` -> ``"42"``)."""
     s = text.strip().replace("\N{MINUS SIGN}", "-").replace("{,}", ",").replace("\\,", ",")
-    if len(s) > MAX_ANSWER_CHARS:
-        return None
     unit_words = 0
     for _ in range(12):  # each pass strips one layer of each kind; twelve covers any realistic nesting
         before = s
@@ -167,11 +202,20 @@ def parse_integer(text: str) -> int | None:
         s = _PREFIX.sub("", s)
         s = _MARK_SUFFIX.sub("", s).strip()
         unit = _UNIT_SUFFIX.search(s)
-        if unit and unit.start() > 0 and unit_words < _MAX_UNIT_WORDS:
-            unit_words += 1
+        words = _unit_words(unit) if unit and unit.start() > 0 else None
+        if words is not None and unit_words + len(words) <= _MAX_UNIT_WORDS:
+            unit_words += len(words)
             s = s[: unit.start()].strip()
         if s == before:
             break
+    return s
+
+
+def parse_integer(text: str) -> int | None:
+    """The integer an answer states (``"042"``, ``"$42$"``, ``"42 cm"`` -> 42), or None when it is not one."""
+    if len(text) > MAX_ANSWER_CHARS:
+        return None
+    s = bare_answer(text)
     if _GROUPED_INTEGER.match(s):
         s = s.replace(",", "")
     match = _INTEGER.match(s)
@@ -179,6 +223,16 @@ def parse_integer(text: str) -> int | None:
         return None
     value = int(match.group(2))
     return -value if match.group(1) == "-" else value
+
+
+def integer_expression(text: str) -> str | None:
+    """The normalised answer if it is an expression of integers (``\\frac{84}{2}``, ``2^{10}``), else None."""
+    if len(text) > MAX_ANSWER_CHARS:
+        return None
+    s = bare_answer(text)
+    if not any(ch.isdigit() for ch in s) or _SPLIT_DIGITS.search(s):
+        return None
+    return s if _EXPRESSION.match(_EXPRESSION_COMMANDS.sub("", s)) else None
 
 
 # --------------------------------------------------------------------------------------- symbolic
@@ -242,52 +296,21 @@ def serve_symbolic_checks() -> None:
         out.flush()
 
 
-class SymbolicWorker:
-    """A child process that runs :func:`symbolic_equal`, killed and replaced when a check overruns."""
+class _Child:
+    """One worker process, with what it has written and not yet been read."""
 
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._proc: subprocess.Popen | None = None
-        self._owner_pid = -1
-        self._ready = False
+    def __init__(self, proc: subprocess.Popen):
+        self.proc = proc
+        self.owner_pid = os.getpid()
+        self.ready = False
         self._buffer = b""
-        self.restarts = 0
-        atexit.register(self.close)
 
-    def check(self, pred: str, gold: str, timeout_s: float = DEFAULT_TIMEOUT_S) -> bool:
-        """Whether ``pred`` and ``gold`` are symbolically equal, False if not known within ``timeout_s``."""
-        with self._lock:
-            if not self._ensure_ready():
-                return False
-            request = json.dumps({"pred": pred, "gold": gold, "timeout_s": 0.8 * timeout_s}) + "\n"
-            try:
-                self._proc.stdin.write(request.encode())
-                self._proc.stdin.flush()
-            except OSError:
-                self._restart()
-                return False
-            reply = self._read_line(time.monotonic() + timeout_s)
-            if reply is None:
-                self._restart()
-                return False
-            return reply == b"1"
-
-    def close(self) -> None:
-        """Stop the child (it also stops by itself when this process exits and its stdin closes)."""
-        if self._proc is not None and self._owner_pid == os.getpid():
-            self._proc.kill()
-            self._proc.wait()
-            for stream in (self._proc.stdin, self._proc.stdout):
-                stream.close()
-        self._proc = None
-
-    def _start(self) -> bool:
+    @classmethod
+    def start(cls) -> _Child | None:
         root = str(Path(__file__).resolve().parents[1])
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))
-        self._ready = False
-        self._buffer = b""
         try:
-            self._proc = subprocess.Popen(
+            proc = subprocess.Popen(
                 [sys.executable, "-c", "from envs.math_equivalence import serve_symbolic_checks as s; s()"],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
@@ -297,35 +320,29 @@ class SymbolicWorker:
             )
         except OSError as exc:
             message = f"cannot start the math-verify worker ({exc}); symbolic checks answer False"
-            warnings.warn(message, stacklevel=4)
-            self._proc = None
-            return False
-        self._owner_pid = os.getpid()
-        return True
+            warnings.warn(message, stacklevel=5)
+            return None
+        return cls(proc)
 
-    def _restart(self) -> None:
-        self.close()
-        self.restarts += 1
-        self._start()  # start the replacement now so that it imports while the caller moves on
+    def usable(self) -> bool:
+        """Started by this process (not inherited through a fork) and still running."""
+        return self.owner_pid == os.getpid() and self.proc.poll() is None
 
-    def _ensure_ready(self) -> bool:
-        if self._proc is not None and self._owner_pid != os.getpid():  # after a fork the child is not ours
-            self._proc = None
-        if self._proc is not None and self._proc.poll() is not None:  # it died between checks
-            self.close()
-        if self._proc is None and not self._start():
-            return False
-        if self._ready:
-            return True
-        if self._read_line(time.monotonic() + STARTUP_TIMEOUT_S) == b"ready":
-            self._ready = True
-            return True
-        warnings.warn("the math-verify worker did not start; symbolic checks answer False", stacklevel=4)
-        self.close()
-        return False
+    def wait_ready(self) -> bool:
+        if not self.ready:
+            self.ready = self.read_line(time.monotonic() + STARTUP_TIMEOUT_S) == b"ready"
+        return self.ready
 
-    def _read_line(self, deadline: float) -> bytes | None:
-        fd = self._proc.stdout.fileno()
+    def ask(self, request: bytes, deadline: float) -> bytes | None:
+        try:
+            self.proc.stdin.write(request)
+            self.proc.stdin.flush()
+        except OSError:
+            return None
+        return self.read_line(deadline)
+
+    def read_line(self, deadline: float) -> bytes | None:
+        fd = self.proc.stdout.fileno()
         while b"\n" not in self._buffer:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
@@ -340,6 +357,78 @@ class SymbolicWorker:
         line, self._buffer = self._buffer.split(b"\n", 1)
         return line.strip()
 
+    def kill(self) -> None:
+        if self.owner_pid == os.getpid():
+            self.proc.kill()
+            self.proc.wait()
+            for stream in (self.proc.stdin, self.proc.stdout):
+                stream.close()
+
+
+class SymbolicWorker:
+    """A child process that runs :func:`symbolic_equal`, and a warm spare that replaces it when a check
+    overruns (the spare imports sympy while the active child works, so the next check need not wait)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._active: _Child | None = None
+        self._spare: _Child | None = None
+        self.restarts = 0
+        atexit.register(self.close)
+
+    @property
+    def pid(self) -> int | None:
+        """The process id of the child that answers the next check (None before the first)."""
+        return self._active.proc.pid if self._active is not None else None
+
+    @property
+    def spare_pid(self) -> int | None:
+        """The process id of the spare that replaces the active child after a kill."""
+        return self._spare.proc.pid if self._spare is not None else None
+
+    def check(self, pred: str, gold: str, timeout_s: float = DEFAULT_TIMEOUT_S) -> bool:
+        """Whether ``pred`` and ``gold`` are symbolically equal, False if not known within ``timeout_s``."""
+        with self._lock:
+            if not self._ensure_ready():
+                return False
+            request = json.dumps({"pred": pred, "gold": gold, "timeout_s": 0.8 * timeout_s}) + "\n"
+            reply = self._active.ask(request.encode(), time.monotonic() + timeout_s)
+            if reply is None:
+                self._replace_active()
+                return False
+            return reply == b"1"
+
+    def close(self) -> None:
+        """Stop the children (they also stop by themselves when this process exits and their stdin closes)."""
+        for child in (self._active, self._spare):
+            if child is not None:
+                child.kill()
+        self._active = self._spare = None
+
+    def _replace_active(self) -> None:
+        self._active.kill()
+        self.restarts += 1
+        self._active, self._spare = self._spare, _Child.start()
+
+    def _ensure_ready(self) -> bool:
+        for name in ("_active", "_spare"):  # drop children inherited through a fork, or that died
+            child = getattr(self, name)
+            if child is not None and not child.usable():
+                child.kill()
+                setattr(self, name, None)
+        if self._active is None:
+            self._active, self._spare = self._spare or _Child.start(), None
+        if self._spare is None:
+            self._spare = _Child.start()
+        if self._active is None:
+            return False
+        if self._active.wait_ready():
+            return True
+        warnings.warn("the math-verify worker did not start; symbolic checks answer False", stacklevel=4)
+        self._active.kill()
+        self._active = None
+        return False
+
 
 _WORKER = SymbolicWorker()
 
@@ -351,7 +440,13 @@ def is_equivalent(pred: str, gold: str, *, timeout_s: float = DEFAULT_TIMEOUT_S)
         return False
     gold_int = parse_integer(gold)
     if gold_int is not None:
-        return parse_integer(pred) == gold_int
+        pred_int = parse_integer(pred)
+        if pred_int is not None:
+            return pred_int == gold_int
+        expression = integer_expression(pred)
+        if expression is None or too_costly(expression):
+            return False
+        return _WORKER.check(expression, str(gold_int), timeout_s)
     if _strip_dollars(pred) == _strip_dollars(gold):
         return True
     if too_costly(pred) or too_costly(gold):

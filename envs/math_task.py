@@ -13,10 +13,9 @@ from envs.math_data import (
     demonstration,
     load_problems,
     problem_for_seed,
-    split_for_seed,
 )
 from envs.math_equivalence import DEFAULT_TIMEOUT_S, extract_answer, is_equivalent
-from envs.seeds import SPLITS, split_of
+from envs.seeds import SPLITS, split_of_reset_seed
 
 CORRECT_REWARD = 1.0
 WRONG_REWARD = -1.0
@@ -56,8 +55,8 @@ class MathEnv(MultiTurnEnv):
     only yields problems whose text hashes to that split, so train, validation and test problems never
     overlap; ``seed=None`` draws train problems. A dataset: a seed of a split picks problem
     ``(s - split.start) % len(dataset)``, so ``seeds("test", len(dataset))`` visits each problem once;
-    ``seed=None`` (and seeds outside the splits) pick one at random. Keep separate files for training and
-    evaluation (DAPO-Math-17K for training, AIME for testing, as DAPO does).
+    ``seed=None`` picks one at random. Keep separate files for training and evaluation (DAPO-Math-17K for
+    training, AIME for testing, as DAPO does). A seed outside every split range is a ``ValueError``.
 
     ## Rewards
     DAPO's rule: +1 for an equivalent answer, -1 otherwise. An episode's return is +1 if solved and -1 if
@@ -122,8 +121,10 @@ class MathEnv(MultiTurnEnv):
         self.problems = _resolve_dataset(dataset)
         self.problem: MathProblem | None = None
         self._seed: int | None = None
+        self._split = "train"
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        self._split = split_of_reset_seed(seed)  # first: a bad seed leaves the env as it was
         self._seed = seed
         return super().reset(seed=seed, options=options)
 
@@ -140,13 +141,12 @@ class MathEnv(MultiTurnEnv):
     # ----------------------------------------------------------------- hooks
     def _new_task(self) -> str:
         if self.problems is None:
-            self.problem = problem_for_seed(self.np_random, self.difficulty, split_for_seed(self._seed))
+            self.problem = problem_for_seed(self.np_random, self.difficulty, self._split)
         else:
-            split = None if self._seed is None else split_of(self._seed)
-            if split is None:
+            if self._seed is None:
                 index = int(self.np_random.integers(len(self.problems)))
             else:
-                index = (self._seed - SPLITS[split].start) % len(self.problems)
+                index = (self._seed - SPLITS[self._split].start) % len(self.problems)
             self.problem = self.problems[index]
         return self.problem.prompt
 

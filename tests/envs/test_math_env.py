@@ -27,8 +27,12 @@ from envs.math_data import (
 )
 from envs.math_equivalence import is_equivalent
 from envs.math_task import MathEnv
-from envs.seeds import seeds
+from envs.seeds import SPLITS, seeds
 
+# Any seed of any split (a seed outside them is an error, tested in test_math_splits.py).
+SPLIT_SEEDS = st.sampled_from(sorted(SPLITS)).flatmap(
+    lambda s: st.integers(SPLITS[s].start, SPLITS[s].stop - 1)
+)
 HALF = MathProblem(prompt=f"What is 1/2 as a fraction?\n\n{PROMPT_SUFFIX}", answer="\\frac{1}{2}")
 
 
@@ -219,7 +223,7 @@ def test_bad_arguments():
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.lists(st.text(max_size=200), min_size=1, max_size=4), st.integers(0, 2**31))
+@given(st.lists(st.text(max_size=200), min_size=1, max_size=4), SPLIT_SEEDS)
 def test_never_raises_on_arbitrary_text(responses, seed):
     env = MathEnv(max_turns=3)
     env.reset(seed=seed)

@@ -11,8 +11,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from envs.math_equivalence import (
+    UNIT_WORDS,
     SymbolicWorker,
     extract_answer,
+    integer_expression,
     is_equivalent,
     parse_integer,
     score_response,
@@ -67,8 +69,8 @@ INTEGER_CASES = [
     ("42 \\text{ cm}", "42", True),
     ("42 square units", "42", True),
     ("42 apples and pears", "42", False),
-    ("84/2", "42", False),
-    ("\\frac{84}{2}", "42", False),
+    ("84/2", "42", True),
+    ("\\frac{84}{2}", "42", True),
     ("42.5", "42", False),
     ("41.9999", "42", False),
     ("4.2e1", "42", False),
@@ -83,6 +85,55 @@ INTEGER_CASES = [
     ("42", "42.0", True),
     ("1000", "1,000", True),
     ("1" * 200, "1" * 199, False),
+    # Only known unit words are stripped (issue 12): other trailing words leave no integer.
+    ("42 is wrong", "42", False),
+    ("42 not", "42", False),
+    ("not 42", "42", False),
+    ("42 or 43", "42", False),
+    ("42 and 43", "42", False),
+    ("42 m or 43", "42", False),
+    ("42 42", "42", False),
+    ("42 (or 43)", "42", False),
+    ("42 \\text{ or } 43", "42", False),
+    ("42 \\text{ is wrong}", "42", False),
+    ("42 maybe", "42", False),
+    ("42 cm^2", "42", True),
+    ("42 \\text{ square feet}", "42", True),
+    ("42 \\mathrm{km}", "42", True),
+    ("42 degrees", "42", True),
+    ("42 Dollars", "42", True),
+    ("42 ways", "42", True),
+    ("42 percent", "42", True),
+    ("-42 cm", "42", False),
+    ("-42%", "42", False),
+    # Expressions of integers go through the bounded symbolic check (issue 12) ...
+    ("2^{10}", "1024", True),
+    ("2^10", "1024", True),
+    ("\\dfrac{84}{2}", "42", True),
+    ("$\\frac{84}{2}$", "42", True),
+    ("\\frac{84}{2} cm", "42", True),
+    ("6 \\times 7", "42", True),
+    ("6 \\cdot 7", "42", True),
+    ("6*7", "42", True),
+    ("40 + 2", "42", True),
+    ("-(-42)", "42", True),
+    ("\\sqrt{1764}", "42", True),
+    ("\\binom{7}{2}", "21", True),
+    ("7!", "5040", True),
+    ("\\frac{85}{2}", "42", False),
+    ("2^{10}", "1000", False),
+    ("-\\frac{84}{2}", "42", False),
+    ("(-6) \\times 7", "42", False),
+    # ... but statements, lists, words and split digits never reach it.
+    ("41 = 42", "42", False),
+    ("x = 41 = 42", "42", False),
+    ("42, 43", "42", False),
+    ("[42]", "42", False),
+    ("\\{42\\}", "42", False),
+    ("4 \\cdot 2 2", "42", False),
+    ("41.9999999", "42", False),
+    ("84/2 is wrong", "42", False),
+    ("2^{2^{10}}", "1024", False),
 ]
 SYMBOLIC_CASES = [
     ("\\frac{1}{2}", "\\frac{1}{2}", True),
@@ -217,6 +268,18 @@ def test_extraction_is_fast_on_adversarial_responses(response):
     assert time.monotonic() - started < 5, "hang guard"
 
 
+def test_the_unit_list_holds_units_only():
+    assert {"cm", "km", "units", "square", "degrees", "dollars", "ways"} <= UNIT_WORDS
+    assert not {"is", "not", "or", "and", "wrong", "maybe", "no", "yes"} & UNIT_WORDS
+
+
+def test_integer_expression_keeps_only_arithmetic_of_integers():
+    assert integer_expression("$\\frac{84}{2}$ cm") == "\\frac{84}{2}"
+    assert integer_expression("2^{10}") == "2^{10}"
+    for answer in ("42 or 43", "41 = 42", "4 2", "42, 43", "1.5 * 28", "x^2", "\\pi", "forty-two", ""):
+        assert integer_expression(answer) is None, answer
+
+
 def test_worker_kills_a_stuck_check_from_a_non_main_thread():
     """The backstop behind the pre-checks: 9^(9^9) is computed in C and never returns to the interpreter."""
     worker = SymbolicWorker()
@@ -239,6 +302,25 @@ def test_worker_kills_a_stuck_check_from_a_non_main_thread():
         assert worker.check("\\sqrt{12}", "2\\sqrt{3}")  # the replacement worker answers
     finally:
         worker.close()
+
+
+def test_a_warm_spare_replaces_a_killed_worker():
+    """After a kill the next check goes to the spare started beside the first child (it has been importing
+    sympy since then), not to a child started only now; and a new spare is started at once."""
+    worker = SymbolicWorker()
+    try:
+        assert worker.check("1/2", "0.5")
+        first, spare = worker.pid, worker.spare_pid
+        assert spare is not None and spare != first
+        assert worker.check("9^{9^{9}}", "1/2", timeout_s=0.5) is False  # stuck in C: killed
+        assert worker.restarts == 1
+        assert worker.pid == spare  # the spare was swapped in ...
+        assert worker.spare_pid not in (None, first, spare)  # ... and a new spare is on its way
+        assert worker.check("\\frac{84}{2}", "42")  # the next ordinary call answers, and correctly
+        assert worker.pid == spare and worker.restarts == 1
+    finally:
+        worker.close()
+    assert worker.pid is None and worker.spare_pid is None
 
 
 def test_checks_from_many_threads():
