@@ -12,7 +12,7 @@ and the step loss sums w_i * L_it over the optimizer step and divides by one ste
 
 - ``token-mean`` (DAPO Eq. 12): sum_{i,t} w_i L_it / (response tokens in the step).
 - ``seq-mean-token-mean`` (GRPO): sum_i w_i mean_t(L_it) / (sequences in the step).
-- ``seq-mean-token-sum-norm`` (Dr. GRPO): sum_{i,t} w_i L_it / (sequences in the step * L), L a constant.
+- ``seq-mean-token-sum-norm`` (Dr. GRPO): sum_{i,t} w_i L_it / (all sequences in the step * L), L a constant.
 
 Because every micro-batch divides by the normalizer of the whole step, summing the losses of the micro-batches
 (gradient accumulation) gives the full-step loss and gradient however the step is split (verl issue 5625 and
@@ -59,8 +59,8 @@ class LossConfig:
         given; must be >= 1 so that matching logprobs keep weight 1. 2.0 as in verl's rollout_is_threshold
         example and the TIS post (Yao et al., 2025).
     max_response_tokens: the constant L of ``seq-mean-token-sum-norm``: Dr. GRPO uses the generation budget
-        (for multi-turn trajectories, the budget of all turns together). None falls back to the longest
-        response in the optimizer step, which keeps the step split-invariant but varies from step to step.
+        (for multi-turn trajectories, the budget of all turns together); that mode requires it
+        (:func:`loss_normalizer`), the others ignore it.
     """
 
     eps_low: float = 0.2
@@ -94,21 +94,28 @@ def loss_normalizer(masks: Sequence[Tensor], mode: str, max_response_tokens: int
     """The denominator of one optimizer step's loss, from the [B_k, T_k] masks of all its micro-batches.
 
     ``token-mean``: total response tokens. ``seq-mean-token-mean``: sequences with at least one response
-    token. ``seq-mean-token-sum-norm``: that number of sequences times ``max_response_tokens`` (None: the
-    longest response in the step). A step without response tokens gives 1.0, so its loss is 0, not NaN.
+    token. ``seq-mean-token-sum-norm`` (Dr. GRPO): every row of the step, fully masked ones included (an
+    overlong-filtered trajectory still counts: the denominator is a constant of the batch size, not of what
+    the batch holds), times the fixed budget ``max_response_tokens`` (required: the generation budget of a
+    trajectory, all turns together). A step without response tokens gives 1.0 in the first two modes, so
+    its loss is 0, not NaN.
     """
     if mode not in LOSS_AGG_MODES:
         raise ValueError(f"mode must be one of {LOSS_AGG_MODES}, got {mode!r}")
+    if mode == "seq-mean-token-sum-norm":
+        if max_response_tokens is None or max_response_tokens < 1:
+            raise ValueError(
+                "seq-mean-token-sum-norm divides by a fixed budget: pass max_response_tokens >= 1 (the "
+                f"generation budget of one trajectory), got {max_response_tokens}"
+            )
+        rows = sum(int(m.shape[0]) for m in masks)
+        return float(max(rows, 1) * max_response_tokens)
     lengths = torch.cat([m.reshape(m.shape[0], -1).bool().sum(-1).cpu() for m in masks]) if masks else None
     if lengths is None or int(lengths.sum()) == 0:
         return 1.0
     if mode == "token-mean":
         return float(lengths.sum())
-    sequences = int((lengths > 0).sum())
-    if mode == "seq-mean-token-mean":
-        return float(sequences)
-    horizon = max_response_tokens if max_response_tokens is not None else int(lengths.max())
-    return float(sequences * horizon)
+    return float(int((lengths > 0).sum()))
 
 
 def policy_loss(

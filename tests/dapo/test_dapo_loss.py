@@ -67,8 +67,8 @@ def reference_loss(logp, logp_old, adv, mask, cfg, weights=None, logp_ref=None, 
         norm = sum(lengths)
     elif cfg.loss_agg_mode == "seq-mean-token-mean":
         norm = nonempty
-    else:
-        norm = nonempty * (cfg.max_response_tokens or max(lengths))
+    else:  # Dr. GRPO: every row, fully masked ones too, times the fixed budget (issue 11 item 5)
+        norm = n_rows * cfg.max_response_tokens
     norm = norm or 1
     n = max(len(ratios), 1)
     metrics = {
@@ -135,7 +135,7 @@ CASES = list(itertools.product(
 @pytest.mark.parametrize(("mode", "dual_c", "weighted", "kl", "token_adv"), CASES)
 def test_loss_grad_and_metrics_match_reference(mode, dual_c, weighted, kl, token_adv):
     cfg = LossConfig(dual_clip_c=dual_c, loss_agg_mode=mode, kl_coef=0.1 if kl == "kl" else 0.0,
-                     max_response_tokens=16 if (mode.endswith("norm") and weighted) else None)
+                     max_response_tokens=(16 if weighted else 11) if mode.endswith("norm") else None)
     for seed in range(3):
         logp, logp_old, adv, mask, weights, logp_ref = random_step(seed, token_adv=token_adv)
         w = weights if weighted else None
@@ -168,7 +168,8 @@ TIS_CASES = list(itertools.product(LOSS_AGG_MODES, (None, 3.0), (False, True), (
 @pytest.mark.parametrize(("mode", "dual_c", "kl", "token_adv", "cap"), TIS_CASES)
 def test_mismatch_weight_matches_reference(mode, dual_c, kl, token_adv, cap):
     """Truncated IS: ratio against the learner's pi_old, each token's PG loss times min(pi_old/pi_vllm, C)."""
-    cfg = LossConfig(dual_clip_c=dual_c, loss_agg_mode=mode, kl_coef=0.1 if kl else 0.0, tis_cap=cap)
+    cfg = LossConfig(dual_clip_c=dual_c, loss_agg_mode=mode, kl_coef=0.1 if kl else 0.0, tis_cap=cap,
+                     max_response_tokens=16 if mode.endswith("norm") else None)
     for seed in range(3):
         logp, logp_old, adv, mask, weights, logp_ref = random_step(seed, token_adv=token_adv)
         logp_sampler = sampler_logprobs(seed, logp_old, mask)
@@ -192,7 +193,7 @@ def test_mismatch_weight_matches_reference(mode, dual_c, kl, token_adv, cap):
 def test_mismatch_correction_with_identical_logprobs_is_bit_identical(mode):
     """pi_vllm == pi_old_learner: every weight is exactly 1, so the loss and gradient equal the uncorrected
     ones bit for bit (the correction costs nothing in exactness where the engine agrees)."""
-    cfg = LossConfig(dual_clip_c=3.0, loss_agg_mode=mode, kl_coef=0.05)
+    cfg = LossConfig(dual_clip_c=3.0, loss_agg_mode=mode, kl_coef=0.05, max_response_tokens=16)
     logp, logp_old, adv, mask, weights, logp_ref = random_step(7)
     plain_loss, plain_grad, plain_metrics = run_torch(logp, logp_old, adv, mask, cfg, weights, logp_ref)
     loss, grad, metrics = run_torch(logp, logp_old, adv, mask, cfg, weights, logp_ref, logp_sampler=logp_old)
@@ -347,7 +348,7 @@ SPLITS = ([12], [3, 3, 3, 3], [1, 5, 2, 4], [11, 1], [1] * 12)
 
 
 @pytest.mark.parametrize("mode", LOSS_AGG_MODES)
-@pytest.mark.parametrize("max_tokens", [None, 40])
+@pytest.mark.parametrize("max_tokens", [30, 40])
 def test_gradient_accumulation_is_split_invariant(mode, max_tokens):
     """Summing micro-batch losses with the step-wide normalizer gives the full-step loss and gradient, for
     any split and with each micro-batch padded only to its own longest sequence."""
@@ -412,8 +413,10 @@ def test_loss_normalizer_values():
     m2 = torch.tensor([[1, 1, 1, 1, 1, 1], [1, 0, 0, 0, 0, 0], [0, 1, 1, 0, 0, 0]], dtype=torch.float32)
     assert loss_normalizer([m1, m2], "token-mean") == 12.0
     assert loss_normalizer([m1, m2], "seq-mean-token-mean") == 4.0
-    assert loss_normalizer([m1, m2], "seq-mean-token-sum-norm") == 4.0 * 6
-    assert loss_normalizer([m1, m2], "seq-mean-token-sum-norm", max_response_tokens=100) == 400.0
+    # Dr. GRPO: all 5 rows (the empty one too) times the fixed budget, which it requires.
+    assert loss_normalizer([m1, m2], "seq-mean-token-sum-norm", max_response_tokens=100) == 500.0
+    with pytest.raises(ValueError, match="max_response_tokens"):
+        loss_normalizer([m1, m2], "seq-mean-token-sum-norm")
     assert loss_normalizer([torch.zeros(3, 5)], "token-mean") == 1.0
     assert loss_normalizer([], "seq-mean-token-mean") == 1.0
     with pytest.raises(ValueError, match="mode"):
