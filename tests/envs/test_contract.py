@@ -1,0 +1,155 @@
+"""envs.contract on envs that break one property each: the check fails, names the property and says why."""
+
+import random
+import re
+import time
+
+import numpy as np
+import pytest
+
+from envs.base import MultiTurnEnv, Outcome, Parsed, draw_in_split
+from envs.contract import PROPERTIES, ContractViolation, check_env_contract, check_property, random_responses
+from envs.seeds import split_of_reset_seed
+
+
+class Find(MultiTurnEnv):
+    """A well-behaved env: name the hidden number 1..9 whose double is shown (split by content)."""
+
+    def __init__(self, max_turns: int = 3, **kwargs):
+        super().__init__(max_turns=max_turns, **kwargs)
+
+    def reset(self, *, seed=None, options=None):
+        self._split = split_of_reset_seed(seed)
+        return super().reset(seed=seed, options=options)
+
+    def _draw(self) -> int:
+        return int(self.np_random.integers(1, 100_000))
+
+    def _new_task(self) -> str:
+        self.secret = draw_in_split(self._draw, str, self._split, settings="Find")
+        return f"What is half of {2 * self.secret}? {self.format_reminder()}"
+
+    def format_reminder(self) -> str:
+        return "Answer like <answer>7</answer>."
+
+    def _parse(self, response: str) -> Parsed:
+        found = re.findall(r"<answer>(\d{1,6})</answer>", response)
+        if not found:
+            return Parsed(False, False, error="no <answer>N</answer>")
+        return Parsed(True, True, action=int(found[-1]))
+
+    def _apply(self, guess: int) -> Outcome:
+        right = guess == self.secret
+        return Outcome(float(right), "Right." if right else "Wrong.", terminated=right, success=right)
+
+    def _state_text(self) -> str:
+        return f"What is half of {2 * self.secret}?"
+
+    def oracle_responses(self) -> list[str]:
+        return [] if self._done else [f"<answer>{self.secret}</answer>"]
+
+
+class RaisesOnZero(Find):
+    def _apply(self, guess: int) -> Outcome:
+        return Outcome(float(100 // guess == self.secret), "Hm.")  # ZeroDivisionError on "<answer>0</answer>"
+
+
+class EchoesTheResponse(Find):
+    def _apply(self, guess: int) -> Outcome:
+        return Outcome(0.0, "You said " + "x" * 70_000)  # longer than the observation space allows
+
+
+class GlobalRandom(Find):
+    def _draw(self) -> int:
+        return random.randint(1, 100_000)
+
+
+class Leaky(Find):
+    def _new_task(self) -> str:
+        self.secret = int(self.np_random.integers(1, 20))  # a seed split alone: tasks repeat across splits
+        return f"What is half of {2 * self.secret}? {self.format_reminder()}"
+
+
+class BadOracle(Find):
+    def oracle_responses(self):
+        return f"<answer>{self.secret}</answer>"  # a str, not a list of str
+
+
+class WrongOracle(Find):
+    def oracle_responses(self):
+        return [] if self._done else ["<answer>0</answer>"]
+
+
+class AlwaysTerminates(Find):
+    def _invalid_outcome(self, parsed: Parsed) -> Outcome:
+        return Outcome(self.invalid_penalty, "Bye.", terminated=True, effective=False)
+
+
+class MemberChangesTheTask(Find):
+    def reset(self, *, seed=None, options=None):
+        self._member = (options or {}).get("member", 0)
+        return super().reset(seed=seed, options=options)
+
+    def _new_task(self) -> str:
+        return f"{super()._new_task()} You are copy {self._member}."
+
+
+class SlowOnLongResponses(Find):
+    def _parse(self, response: str) -> Parsed:
+        time.sleep(0.3 if len(response) > 40_000 else 0)  # a parser whose work grows too fast with length
+        return super()._parse(response)
+
+
+class FloatImage(Find):
+    image_shape = (8, 8, 3)
+
+    def _render_image(self) -> np.ndarray:
+        return np.zeros(self.image_shape)  # float64, not the declared uint8
+
+
+FAST = {"fresh_interpreter": False, "split_tasks": 100}
+
+
+def test_a_well_behaved_env_passes_every_property():
+    assert check_env_contract(Find, **FAST) == dict.fromkeys(PROPERTIES, "ok")
+
+
+@pytest.mark.parametrize(
+    ("env", "prop", "message"),
+    [
+        (RaisesOnZero, "never_raises", r"step\('<answer>0</answer>'\) raised ZeroDivisionError"),
+        (EchoesTheResponse, "never_raises", "not in observation_space"),
+        (GlobalRandom, "determinism", "two envs reset with seed 0"),
+        (Leaky, "splits", "a task leaks across splits"),
+        (BadOracle, "oracle", "returned str"),
+        (WrongOracle, "oracle", "solved 0 of 16 train tasks"),
+        (AlwaysTerminates, "invalid_output", "invalid_output='noop'.*the episode ended"),
+        (MemberChangesTheTask, "group", "start from different observations"),
+        (FloatImage, "check_env", "check_env"),
+    ],
+    ids=lambda value: value.__name__ if isinstance(value, type) else None,
+)
+def test_each_broken_property_is_named(env, prop, message):
+    check_property(Find, prop, **FAST)  # the property holds for the well-behaved env ...
+    with pytest.raises(ContractViolation) as caught:
+        check_env_contract(env, **FAST)
+    assert prop in caught.value.failures  # ... and fails here, named, with the reason
+    assert re.search(message, caught.value.failures[prop]), caught.value.failures[prop]
+    assert f"[{prop}]" in str(caught.value)
+
+
+def test_a_step_slower_than_the_hang_guard_is_named():
+    with pytest.raises(ContractViolation, match=r"\[never_raises\].*\(50000 chars\)\) took .* s again"):
+        check_property(SlowOnLongResponses, "never_raises", max_step_seconds=0.1)
+
+
+def test_random_responses_are_seeded_and_use_the_env_s_words():
+    env = Find()
+    first, again, other = (random_responses(env, 50, seed) for seed in (0, 0, 1))
+    assert first == again != other
+    assert any("<answer>" in response for response in first)
+
+
+def test_unknown_property_is_rejected():
+    with pytest.raises(ValueError, match="unknown contract properties"):
+        check_env_contract(Find, properties=["fast"])
