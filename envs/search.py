@@ -15,7 +15,7 @@ from envs.retrieval.base import Passage, Retriever
 from envs.retrieval.bm25 import BM25Retriever
 from envs.retrieval.http_client import HTTPRetriever
 from envs.search_data import SearchQuestion, SyntheticWorld, load_questions, make_world, oracle_responses
-from envs.seeds import SPLITS, split_of
+from envs.seeds import SPLITS, split_of_reset_seed
 
 PROMPT = (
     "Answer the question. To search, write <search>query</search>; the results come back in "
@@ -26,6 +26,10 @@ FORMAT_REMINDER = "Write <search>query</search> to search or <answer>answer</ans
 # Each passage shown is cut to this many characters (a Wikipedia passage of 100 words is about 600).
 PASSAGE_CHARS = 1500
 MAX_TOPK = 50
+# Queries and answers echoed in the state text, and a failed search's error, are cut to this many
+# characters; the state text as a whole keeps room for the reprompt around it within MAX_TEXT_CHARS.
+ECHO_CHARS = 200
+STATE_CHARS = MAX_TEXT_CHARS - 1024
 
 _TAGS = ("search", "answer")
 _PUNCTUATION = frozenset(string.punctuation)
@@ -97,15 +101,19 @@ class NQSearchEnv(MultiTurnEnv):
 
     ## Observation Space
     ``AnyText``: the prompt at reset; then the ``<information>`` block of a search, "Correct." or
-    "Incorrect." after an answer, a note when the search limit is reached, or what the ``invalid_output``
-    policy shows.
+    "Incorrect." after an answer, a note when the search limit is reached, "search failed: ..." when the
+    retriever raised, or what the ``invalid_output`` policy shows. Every observation fits ``AnyText``'s
+    bound: passages are cut, and queries echoed in the state text are cut to ``ECHO_CHARS`` (older ones are
+    dropped when many would not fit).
 
     ## Starting State
-    ``reset(seed=s)`` picks the question. Synthetic world: questions are split by entity into train,
-    validation and test; a seed of a split of ``envs/seeds.py`` picks question ``(s - split.start) % n`` of
-    that split, ``seed=None`` (or a seed outside the splits) a random train question. Loaded questions: a seed
-    of a split picks question ``(s - split.start) % len(questions)``, other seeds one at random; keep separate
-    files for training and evaluation (NQ train and test).
+    ``reset(seed=s)`` picks the question. Synthetic world: questions are split by content, the people and
+    towns whose passages answer them (``envs.search_data``), so a validation or test question shares no
+    person or town with a training question; a seed of a split of ``envs/seeds.py`` picks question
+    ``(s - split.start) % n`` of that split, ``seed=None`` a random train question. Loaded questions: a seed
+    of a split picks question ``(s - split.start) % len(questions)``, ``seed=None`` one at random; keep
+    separate files for training and evaluation (NQ train and test). A seed outside every split range is a
+    ``ValueError``.
 
     ## Rewards
     An answer gets 1 if it matches any gold alias exactly after SQuAD normalisation (lower case, no
@@ -116,7 +124,10 @@ class NQSearchEnv(MultiTurnEnv):
     ## Episode End
     Terminated: an answer; an invalid response under ``invalid_output="terminate"``. Truncated: ``max_turns``
     responses without an answer. A search beyond ``max_searches`` is not run; the observation asks for an
-    answer (``info["action_effective"]`` False).
+    answer (``info["action_effective"]`` False). A search whose retriever raises (a server down, a bad reply)
+    never ends the episode: the observation says "search failed: ..." and to try again or answer,
+    ``info["action_effective"]`` is False, it does not count against ``max_searches``, and
+    ``info["search_failures"]`` counts it.
 
     ## Arguments
     ```python
@@ -139,7 +150,8 @@ class NQSearchEnv(MultiTurnEnv):
         render_mode=None,          # "ansi" renders the question and the searches so far
     )
     ```
-    ``info`` adds ``searches`` (searches run so far, on every step), ``query`` (on a search turn),
+    ``info`` adds ``searches`` (searches run so far) and ``search_failures`` (searches whose retriever
+    failed), on every step; ``query`` (on a search turn),
     ``answer`` and ``exact_match`` (on the answer turn). ``env.unwrapped.oracle_responses()`` returns the
     oracle's responses from the current state: one well-chosen search per needed fact, then the answer.
 
@@ -191,12 +203,15 @@ class NQSearchEnv(MultiTurnEnv):
             self.retriever = _resolve_retriever(retriever)
         self.question: SearchQuestion | None = None
         self.searches = 0
+        self.search_failures = 0
         self._history: list[str] = []
         self._searched: set[str] = set()
         self._all_format_ok = True
         self._seed: int | None = None
+        self._split = "train"
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        self._split = split_of_reset_seed(seed)  # first: a bad seed leaves the env as it was
         self._seed = seed
         return super().reset(seed=seed, options=options)
 
@@ -217,11 +232,14 @@ class NQSearchEnv(MultiTurnEnv):
 
     # ----------------------------------------------------------------- hooks
     def _new_task(self) -> str:
-        split = None if self._seed is None else split_of(self._seed)
-        pool = self._questions if self._by_split is None else self._by_split[split or "train"]
-        index = self._seed - SPLITS[split].start if split else int(self.np_random.integers(len(pool)))
+        pool = self._questions if self._by_split is None else self._by_split[self._split]
+        if self._seed is None:
+            index = int(self.np_random.integers(len(pool)))
+        else:
+            index = self._seed - SPLITS[self._split].start
         self.question = pool[index % len(pool)]
         self.searches = 0
+        self.search_failures = 0
         self._history = []
         self._searched = set()
         self._all_format_ok = True
@@ -238,27 +256,47 @@ class NQSearchEnv(MultiTurnEnv):
             correct = exact_match(content, self.question.answers)
             reward = 1.0 if correct else (self.format_reward if self._all_format_ok else 0.0)
             info = {"answer": content, "exact_match": correct}
-            self._history.append(f"answer: {content}")
+            self._history.append(f"answer: {_echo(content)}")
             observation = "Correct." if correct else "Incorrect."
             return Outcome(reward, observation, terminated=True, success=correct, info=info)
         if self.searches >= self.max_searches:
             message = f"Search limit reached ({self.max_searches}). Answer with <answer>answer</answer>."
             return Outcome(0.0, message, effective=False, info={"query": content})
+        try:
+            observation = format_passages(self.retriever.search([content], self.topk)[0])[:MAX_TEXT_CHARS]
+        except Exception as exc:  # a retriever that is down or broken must not end the rollout
+            self.search_failures += 1
+            self._history.append(f"search failed: {_echo(content)}")
+            reason = _echo(f"{type(exc).__name__}: {exc}")
+            message = f"search failed: {reason}. Search again or answer with <answer>answer</answer>."
+            return Outcome(0.0, message, effective=False, info={"query": content})
         self.searches += 1
-        passages = self.retriever.search([content], self.topk)[0]
-        self._history.append(f"search: {content}")
+        self._history.append(f"search: {_echo(content)}")
         self._searched.add(f"<search>{content}</search>")
-        observation = format_passages(passages)[:MAX_TEXT_CHARS]
         return Outcome(0.0, observation, info={"query": content})
 
     def _task_info(self) -> dict[str, Any]:
-        return {"searches": self.searches}
+        return {"searches": self.searches, "search_failures": self.search_failures}
 
     def _state_text(self) -> str:
+        """The question, the search count and as many of the latest searches as fit in ``STATE_CHARS``."""
         if self.question is None:
             return ""
         lines = [f"Question: {self.question.question}", f"Searches: {self.searches}/{self.max_searches}"]
-        return "\n".join(lines + self._history)
+        room = STATE_CHARS - sum(len(line) + 1 for line in lines) - len("(earlier searches omitted)")
+        shown: list[str] = []
+        for line in reversed(self._history):
+            room -= len(line) + 1
+            if room < 0:
+                shown.append("(earlier searches omitted)")
+                break
+            shown.append(line)
+        return "\n".join(lines + shown[::-1])
+
+
+def _echo(text: str) -> str:
+    """``text`` cut to ``ECHO_CHARS`` characters for showing it back."""
+    return text if len(text) <= ECHO_CHARS else text[:ECHO_CHARS] + "..."
 
 
 def _first_complete_tag(response: str) -> tuple[str, int, int] | None:

@@ -15,8 +15,14 @@ known work); each town one (country, river, product); each country one (capital,
 surface words with the gold passages: relatives share a surname, and ships, prizes and streets named after a
 person mention other towns and years. Questions ask one fact (town, year, occupation, work of a person;
 country of a town) or two (the country a person was born in: find the town, then its country). Since the
-facts are invented, a model can only answer by searching. Questions are split into train / validation / test
-by entity (80 / 10 / 10), so no person or town of a test question appears in a training question.
+facts are invented, a model can only answer by searching.
+
+Splits are by task content. A question's content is the people and towns whose passages answer it (its
+``gold_passage_ids``): the person, and for "In which country was X born?" also X's birth town. Every person
+and town belongs to one split (80 / 10 / 10, at least one town per split), and people are born in towns of
+their own split, so a question only needs passages of its split: no training question asks about, answers
+with, or retrieves as gold a validation or test person or town. The six countries are shared, as real
+countries are shared by NQ's train and test questions.
 """
 
 from __future__ import annotations
@@ -175,11 +181,11 @@ def _article(noun: str) -> str:
 
 
 def _split_of_entities(rng: np.random.Generator, count: int) -> list[str]:
-    """Split names for ``count`` entities in a random order: 80% train, 10% validation, 10% test."""
-    labels: list[str] = []
-    for name, share in _SPLIT_SHARES:
-        labels += [name] * int(round(share * count))
-    labels = (labels + ["train"] * count)[:count]
+    """Split names for ``count >= 3`` entities in a random order: 80% train, 10% validation, 10% test, and
+    at least one of each."""
+    held_out = [(name, max(1, round(share * count))) for name, share in _SPLIT_SHARES if name != "train"]
+    labels = [name for name, size in held_out for _ in range(size)]
+    labels = ["train"] * (count - len(labels)) + labels
     return [labels[i] for i in rng.permutation(count)]
 
 
@@ -187,8 +193,11 @@ def make_world(
     seed: int = 0, *, num_people: int = 160, num_towns: int = 32, num_countries: int = 6
 ) -> SyntheticWorld:
     """The synthetic corpus and questions (see the module docstring), the same for the same arguments."""
-    if num_countries < 1 or num_towns < num_countries or num_people < 1:
-        raise ValueError("need num_countries >= 1, num_towns >= num_countries and num_people >= 1")
+    if num_countries < 1 or num_towns < max(num_countries, 10) or num_people < 10:
+        raise ValueError(
+            "need num_countries >= 1, num_towns >= max(num_countries, 10) and num_people >= 10 (every split "
+            f"needs its own towns and people); got {num_countries}, {num_towns} and {num_people}"
+        )
     rng = np.random.default_rng(seed)
     names = _Names(rng)
     passages: list[Passage] = []
@@ -209,7 +218,11 @@ def make_world(
         )
         passages.append(Passage(contents, id=f"country-{country.lower()}"))
 
-    for town, country, split in zip(towns, town_country, _split_of_entities(rng, num_towns), strict=True):
+    town_splits = _split_of_entities(rng, num_towns)
+    towns_of = {
+        name: [i for i, split in enumerate(town_splits) if split == name] for name, _ in _SPLIT_SHARES
+    }
+    for town, country, split in zip(towns, town_country, town_splits, strict=True):
         river, product = rivers[int(rng.integers(len(rivers)))], rng.choice(_PRODUCTS)
         pid = f"town-{town.lower()}"
         contents = (
@@ -240,7 +253,8 @@ def make_world(
             if name not in people:
                 people.add(name)
                 break
-        town_index = int(rng.integers(num_towns))
+        home_towns = towns_of[splits[index]]  # born in a town of the person's own split: no cross-split hop
+        town_index = home_towns[int(rng.integers(len(home_towns)))]
         town, year = towns[town_index], int(rng.integers(1650, 1991))
         occupation = str(rng.choice(list(_OCCUPATIONS)))
         title = titles[title_order[index % len(titles)]]

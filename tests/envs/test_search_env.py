@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import warnings
 
@@ -15,7 +16,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import envs  # noqa: F401  (registers the envs)
+from envs.base import MAX_TEXT_CHARS
+from envs.retrieval import RetrievalError
 from envs.retrieval.bm25 import BM25Retriever
+from envs.retrieval.http_client import HTTPRetriever
 from envs.retrieval.server import RetrievalServer
 from envs.search import NQSearchEnv, _parse_action, exact_match, normalize_answer, synthetic_setup
 from envs.search_data import SearchQuestion, load_questions, make_world, oracle_responses
@@ -196,8 +200,14 @@ def test_normalize_answer():
     assert normalize_answer("The  Quick, brown fox!") == "quick brown fox"
 
 
+# Any seed of any split (a seed outside them is an error, tested in test_search_splits.py).
+SPLIT_SEEDS = st.sampled_from(sorted(SPLITS)).flatmap(
+    lambda s: st.integers(SPLITS[s].start, SPLITS[s].stop - 1)
+)
+
+
 @settings(max_examples=150, deadline=None)
-@given(st.lists(st.text(max_size=200), min_size=1, max_size=5), st.integers(0, 2**31))
+@given(st.lists(st.text(max_size=200), min_size=1, max_size=5), SPLIT_SEEDS)
 def test_never_raises_on_arbitrary_text(responses, seed):
     env = NQSearchEnv()
     env.reset(seed=seed)
@@ -216,10 +226,90 @@ def test_never_raises_on_tag_soup(response):
     env.step(response)
 
 
+@pytest.mark.parametrize("policy", ["reprompt", "noop"])
+def test_observations_fit_the_text_bound_after_huge_queries(policy):
+    """Echoed queries are cut, old ones dropped: 100k-character queries on every turn, then invalid turns."""
+    env = NQSearchEnv(max_turns=12, max_searches=8, invalid_output=policy)
+    env.reset(seed=2)
+    huge = "q" * 100_000
+    for response in [f"<search>{huge}</search>"] * 9 + [huge, f"<search>{huge}", "nothing usable"]:
+        observation, *_ = env.step(response)
+        assert env.observation_space.contains(observation), len(observation)
+    env.render_mode = "ansi"
+    rendered = env.render()
+    assert len(rendered) <= MAX_TEXT_CHARS and env.question.question in rendered
+
+
+def test_many_short_searches_keep_the_latest_in_the_state_text():
+    env = NQSearchEnv(max_turns=400, max_searches=400)
+    env.reset(seed=2)
+    for i in range(399):
+        env.step(f"<search>{i:03d} {'x' * 190}</search>")
+    observation, *_ = env.step("no tag")
+    assert env.observation_space.contains(observation)
+    assert "(earlier searches omitted)" in observation and "398 " in observation and "000 " not in observation
+
+
+class RaisingRetriever:
+    def __init__(self, error: Exception):
+        self.error = error
+
+    def search(self, queries: list[str], topk: int):
+        raise self.error
+
+
+class EmptyReplyRetriever:
+    def search(self, queries: list[str], topk: int):
+        return []  # no list for the query: a broken retriever
+
+
+def _closed_port_client() -> HTTPRetriever:
+    with socket.socket() as probe:  # bound and closed again: nothing listens there
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    return HTTPRetriever(f"http://127.0.0.1:{port}", retries=0, timeout_s=2)
+
+
+@pytest.mark.parametrize(
+    "retriever",
+    [
+        RaisingRetriever(RuntimeError("index corrupted")),
+        RaisingRetriever(OSError("disk gone")),
+        RaisingRetriever(RetrievalError("x" * 100_000)),
+        EmptyReplyRetriever(),
+        "closed-port",
+    ],
+    ids=["runtime-error", "os-error", "huge-message", "empty-reply", "closed-port"],
+)
+def test_a_failing_retriever_gives_an_observation_not_an_exception(retriever):
+    if retriever == "closed-port":
+        retriever = _closed_port_client()
+    env = NQSearchEnv(retriever=retriever)
+    env.reset(seed=3)
+    observation, reward, terminated, truncated, info = env.step("<search>anything</search>")
+    assert observation.startswith("search failed: ") and env.observation_space.contains(observation)
+    assert len(observation) < 500
+    assert (reward, terminated, truncated) == (0.0, False, False)
+    assert not info["action_effective"] and info["action_valid"] and info["format_ok"]
+    assert info["search_failures"] == 1 and info["searches"] == 0
+    assert env.oracle_responses()[0] == oracle_responses(env.question)[0]  # the failed search is still to do
+    *_, info = env.step("<search>again</search>")
+    assert info["search_failures"] == 2 and info["searches"] == 0
+    _, reward, terminated, _, info = env.step(f"<answer>{env.question.answers[0]}</answer>")
+    assert reward == 1.0 and terminated and info["search_failures"] == 2
+    env.reset(seed=3)
+    assert env.step("<answer>x</answer>")[-1]["search_failures"] == 0  # counted per episode
+
+
+def test_the_closed_port_client_itself_raises():
+    with pytest.raises(RetrievalError):
+        _closed_port_client().search(["q"], 1)
+
+
 # --------------------------------------------------------------------------------------- synthetic world
 
 
-def test_world_is_deterministic_ascii_and_split_by_entity():
+def test_world_is_deterministic_ascii_and_split_by_content():
     world = make_world(0)
     assert world == make_world(0)
     assert world.passages != make_world(1).passages
@@ -228,12 +318,11 @@ def test_world_is_deterministic_ascii_and_split_by_entity():
     prompt, _ = NQSearchEnv().reset(seed=0)
     assert prompt.isascii()
 
-    def entity(question: SearchQuestion) -> str:
-        return question.gold_passage_ids[0]
+    def content(split: str) -> set[str]:
+        return {pid for q in world.questions[split] for pid in q.gold_passage_ids}
 
-    train = {entity(q) for q in world.questions["train"]}
-    for split in ("validation", "test"):
-        assert not train & {entity(q) for q in world.questions[split]}
+    for a, b in (("train", "validation"), ("train", "test"), ("validation", "test")):
+        assert not content(a) & content(b)
     sizes = {name: len(qs) for name, qs in world.questions.items()}
     assert sizes["train"] > 5 * sizes["test"] > 0
 
