@@ -35,7 +35,7 @@ one call per batch: B draws or B priority updates cost O(B log N), with no O(N) 
   updates at that step are O(B log N). Adds and updates at a newer step store base priorities and steps and
   leave the keys to that refresh.
 
-Age is ``t - t_i`` in whatever unit the caller counts ``t`` (optimizer steps by default in freshrl).
+Age is ``t - t_i`` in whatever unit the caller counts ``t`` (training iterations by default in freshrl).
 ``t`` must never decrease across calls. Slots are a FIFO ring: the (capacity+1)-th item evicts the oldest.
 Every item gets a unique id (``id % capacity`` is its slot, ``id // capacity`` its generation), and
 ``update_priorities`` ignores ids whose slot has been overwritten since they were sampled.
@@ -63,7 +63,7 @@ from algorithms.replay.kernels import (
     update_leaves,
     write_leaves,
 )
-from algorithms.replay.metrics import effective_sample_size
+from algorithms.replay.metrics import batch_metrics, effective_sample_size
 from algorithms.replay.priority_tree import build_min, build_sum, new_trees, tree_offsets
 
 # Largest exponent a sum-tree leaf may have before all keys are rebased. exp(500) ~ 1e217 leaves room for a
@@ -202,19 +202,22 @@ class PrioritizedReplayBuffer:
             return self.beta_0
         return self.beta_0 + (1.0 - self.beta_0) * min(1.0, max(0.0, t) / self.beta_horizon)
 
-    def metrics(self, batch: ReplaySample | None = None) -> dict[str, float]:
-        """``replay/*`` metrics at the latest step: size, mean and max age (0 when empty), and for a batch its
-        ESS, ESS / batch size, mean age and beta."""
+    def metrics(
+        self, batch: ReplaySample | None = None, successes: Sequence[bool] | np.ndarray | None = None
+    ) -> dict[str, float]:
+        """``replay/*`` metrics at the latest step: size, mean and max age (0 when empty), the decay factor
+        d(max age) of the oldest item, and for a batch :func:`~algorithms.replay.metrics.batch_metrics` (ESS,
+        mean and min IS weight, mean age; success share if ``successes`` of its items are given) and beta."""
         size = len(self)
+        max_age = self._step - float(self._trees[MIN_STEP, 0]) if size else 0.0
         out = {
             "replay/size": float(size),
             "replay/mean_age": self._step - self._step_sum / size if size else 0.0,
-            "replay/max_age": self._step - float(self._trees[MIN_STEP, 0]) if size else 0.0,
+            "replay/max_age": max_age,
+            "replay/oldest_decay": float(self.decay.factor(np.array([max_age]))[0]),
         }
         if batch is not None and len(batch):
-            out["replay/ess"] = batch.ess
-            out["replay/ess_fraction"] = batch.ess / len(batch)
-            out["replay/batch_mean_age"] = float(np.mean(batch.ages))
+            out.update(batch_metrics(batch.is_weights, batch.ages, successes))
             out["replay/beta"] = batch.beta
         return out
 

@@ -107,17 +107,30 @@ def test_beta_anneals_linearly_then_stays_at_one():
 
 def test_metrics_report_size_ages_and_ess():
     buf = make_replay_buffer("freshper", capacity=4, seed=0)
-    assert buf.metrics() == {"replay/size": 0.0, "replay/mean_age": 0.0, "replay/max_age": 0.0}
+    assert buf.metrics() == {
+        "replay/size": 0.0,
+        "replay/mean_age": 0.0,
+        "replay/max_age": 0.0,
+        "replay/oldest_decay": 1.0,
+    }
     buf.add(list("ab"), [1.0, 2.0], t=3.0, collection_steps=[0.0, 2.0])
     buf.add(list("cde"), [1.0, 1.0, 1.0], t=5.0)  # evicts "a"
     batch = buf.sample(32, t=6.0)
-    m = buf.metrics(batch)
+    successes = [item in "bd" for item in batch.items]
+    m = buf.metrics(batch, successes=successes)
     assert m["replay/size"] == 4.0
     assert m["replay/mean_age"] == pytest.approx(6.0 - (2.0 + 5.0 * 3) / 4)
     assert m["replay/max_age"] == pytest.approx(4.0)
+    assert m["replay/oldest_decay"] == pytest.approx(np.exp(-4.0 / 500.0))
     w = batch.is_weights
     assert m["replay/ess"] == pytest.approx(w.sum() ** 2 / (w**2).sum())
+    assert m["replay/is_weight_mean"] == pytest.approx(w.mean())
+    assert m["replay/is_weight_min"] == w.min()
     assert m["replay/batch_mean_age"] == pytest.approx(batch.ages.mean())
+    assert m["replay/success_fraction"] == pytest.approx(np.mean(successes))
+    assert "replay/success_fraction" not in buf.metrics(batch)
+    with pytest.raises(ValueError, match="successes"):
+        buf.metrics(batch, successes=[True])
     assert effective_sample_size(np.ones(10)) == pytest.approx(10.0)
     assert effective_sample_size(np.array([1.0, 0.0, 0.0])) == pytest.approx(1.0)
     assert replay_fraction(64, 192) == 0.75
