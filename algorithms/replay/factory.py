@@ -32,7 +32,8 @@ def make_replay_buffer(
 
     Defaults follow the FreshPER reference code (capacity 50k, alpha 0.6, beta 0.4 constant, tau 500,
     eps 1e-6), except that new items enter at |signal| + eps rather than at the maximum priority; see
-    :class:`PrioritizedReplayBuffer` for every argument.
+    :class:`PrioritizedReplayBuffer` for every argument. Training builds its buffer from ``DAPOConfig``,
+    whose defaults differ where these left FreshPER inert (|A| + 0.1, ages in iterations; see its comments).
     """
     if mode == "on_policy":
         return None

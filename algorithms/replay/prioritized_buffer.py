@@ -115,7 +115,8 @@ class PrioritizedReplayBuffer:
         alpha: prioritization exponent, >= 0 (0 = uniform). FreshPER's reference uses 0.6.
         beta_0: initial IS exponent in [0, 1]. FreshPER's reference uses 0.4.
         beta_horizon: steps over which beta goes linearly from beta_0 (at t = 0) to 1; None keeps beta_0.
-        eps: added to |signal| to form the base priority, >= 0; 1e-6 as in the FreshPER reference code.
+        eps: added to |signal| to form the base priority, >= 0; 1e-6 as in the FreshPER reference code
+            (``DAPOConfig`` uses 0.1: with 1e-6 one zero-signal item crushes every IS weight, see there).
         seed: seed of the buffer's own ``np.random.Generator`` (PCG64).
         insert_at_max_priority: if True, a new item's base priority is the running maximum of all base
             priorities assigned so far, this batch's included (starting at 1.0), as in Schaul et al. and the
