@@ -5,15 +5,21 @@ request), so envs on other machines can search it through ``HTTPRetriever``::
 
 ``POST /retrieve`` with ``{"queries": ["..."], "topk": 3, "return_scores": true}`` answers ``{"result":
 [[{"document": {"id": ..., "contents": ...}, "score": ...}, ...], ...]}`` (bare documents without
-``return_scores``). ``GET /health`` answers ``{"status": "ok", "passages": N}``. A malformed request gets a
-4xx status and ``{"error": "..."}``: 400 bad JSON or fields, 404 unknown path, 405 wrong method, 411 no
-Content-Length, 413 body too large.
+``return_scores``). ``GET /health`` answers ``{"status": "ok", "passages": N}``. A query string is ignored
+(``/retrieve?x=1`` is ``/retrieve``). A malformed request gets a 4xx status and ``{"error": "..."}``: 400 bad
+JSON (nested too deeply included) or fields, or a body shorter than its Content-Length; 404 unknown path;
+405 wrong method (PUT, DELETE, HEAD, PATCH, OPTIONS, or GET/POST on the other path; HEAD gets the headers
+only); 408 a body that does not arrive within ``request_timeout_s``; 411 no Content-Length; 413 body too
+large. The timeout also bounds each read of the request line and headers, so a client that stops sending
+cannot hold a thread.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import time
+import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -24,6 +30,11 @@ MAX_TOPK = 100
 MAX_QUERIES = 1024
 MAX_BODY_BYTES = 4 * 1024 * 1024
 DEFAULT_TOPK = 3
+# Time a client gets to send its request body, and for each read of its request line and headers. A body of
+# at most MAX_BODY_BYTES arrives in a few seconds even at 1 MB/s; a client that stalls longer is dropped.
+DEFAULT_REQUEST_TIMEOUT_S = 30.0
+# The method each path answers; any other method on it is a 405.
+ROUTES = {"/retrieve": "POST", "/health": "GET"}
 
 
 class BadRequest(Exception):
@@ -40,6 +51,8 @@ def parse_request(body: bytes) -> tuple[list[str], int, bool]:
         payload = json.loads(body)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise BadRequest(400, f"body is not valid JSON: {exc}") from exc
+    except RecursionError as exc:  # the decoder recurses once per nesting level
+        raise BadRequest(400, "body is nested too deeply to be a /retrieve request") from exc
     if not isinstance(payload, dict):
         raise BadRequest(400, "body must be a JSON object")
     queries = payload.get("queries")
@@ -59,13 +72,16 @@ def parse_request(body: bytes) -> tuple[list[str], int, bool]:
 class _Handler(BaseHTTPRequestHandler):
     server: RetrievalServer
 
+    def setup(self) -> None:
+        self.timeout = self.server.request_timeout_s  # applied to the socket by StreamRequestHandler.setup
+        super().setup()
+
     def do_POST(self) -> None:
         try:
-            if self.path != "/retrieve":
-                raise BadRequest(404, f"unknown path {self.path!r}; POST to /retrieve")
+            self._route("POST")
             queries, topk, return_scores = parse_request(self._body())
         except BadRequest as exc:
-            self._reply(exc.status, {"error": str(exc)})
+            self._refuse(exc)
             return
         try:
             ranked = self.server.retriever.search(queries, topk)
@@ -79,12 +95,36 @@ class _Handler(BaseHTTPRequestHandler):
         self._reply(200, {"result": result})
 
     def do_GET(self) -> None:
-        if self.path == "/health":
-            self._reply(200, {"status": "ok", "passages": self.server.passage_count})
-        elif self.path == "/retrieve":
-            self._reply(405, {"error": "use POST for /retrieve"}, allow="POST")
+        try:
+            self._route("GET")
+        except BadRequest as exc:
+            self._refuse(exc)
+            return
+        self._reply(200, {"status": "ok", "passages": self.server.passage_count})
+
+    def _refuse(self, exc: BadRequest) -> None:
+        allow = ROUTES.get(self._path()) if exc.status == 405 else None
+        self._reply(exc.status, {"error": str(exc)}, allow=allow)
+
+    def _wrong_method(self) -> None:
+        path = self._path()
+        if path in ROUTES:
+            error = f"{self.command} is not allowed on {path}; use {ROUTES[path]}"
+            self._reply(405, {"error": error}, allow=ROUTES[path])
         else:
-            self._reply(404, {"error": f"unknown path {self.path!r}"})
+            self._reply(404, {"error": f"unknown path {path!r}; POST to /retrieve"})
+
+    do_PUT = do_DELETE = do_HEAD = do_PATCH = do_OPTIONS = _wrong_method
+
+    def _path(self) -> str:
+        return urllib.parse.urlsplit(self.path).path
+
+    def _route(self, method: str) -> None:
+        path = self._path()
+        if path not in ROUTES:
+            raise BadRequest(404, f"unknown path {path!r}; POST to /retrieve")
+        if ROUTES[path] != method:
+            raise BadRequest(405, f"{method} is not allowed on {path}; use {ROUTES[path]}")
 
     def _body(self) -> bytes:
         length = self.headers.get("Content-Length")
@@ -98,7 +138,26 @@ class _Handler(BaseHTTPRequestHandler):
             raise BadRequest(400, f"bad Content-Length {length!r}")
         if size > MAX_BODY_BYTES:
             raise BadRequest(413, f"body over {MAX_BODY_BYTES} bytes")
-        return self.rfile.read(size)
+        return self._read_exactly(size)
+
+    def _read_exactly(self, size: int) -> bytes:
+        """``size`` body bytes, all within ``request_timeout_s`` (a deadline, not a bound per read)."""
+        deadline = time.monotonic() + self.server.request_timeout_s
+        chunks, received = [], 0
+        while received < size:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise BadRequest(408, f"body not received within {self.server.request_timeout_s} s")
+            self.connection.settimeout(remaining)
+            try:
+                chunk = self.rfile.read1(size - received)
+            except TimeoutError as exc:
+                raise BadRequest(408, f"body not received within {self.server.request_timeout_s} s") from exc
+            if not chunk:
+                raise BadRequest(400, f"body ended after {received} of {size} bytes (Content-Length)")
+            chunks.append(chunk)
+            received += len(chunk)
+        return b"".join(chunks)
 
     def _reply(self, status: int, payload: dict[str, Any], *, allow: str | None = None) -> None:
         body = json.dumps(payload).encode()
@@ -111,7 +170,8 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header("Connection", "close")
             self.close_connection = True
         self.end_headers()
-        self.wfile.write(body)
+        if self.command != "HEAD":  # a reply to HEAD has the headers of the reply, not its body
+            self.wfile.write(body)
 
     def log_message(self, format: str, *args: Any) -> None:
         if self.server.verbose:
@@ -119,16 +179,31 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 class RetrievalServer(ThreadingHTTPServer):
-    """A threading HTTP server answering ``/retrieve`` from ``retriever``; ``port=0`` picks a free port."""
+    """A threading HTTP server answering ``/retrieve`` from ``retriever``; ``port=0`` picks a free port.
+
+    ``request_timeout_s`` bounds how long a client may take to send its body, and each read of its request
+    line and headers.
+    """
 
     daemon_threads = True
 
     def __init__(
-        self, retriever: Retriever, host: str = "127.0.0.1", port: int = 0, *, verbose: bool = False
+        self,
+        retriever: Retriever,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        *,
+        verbose: bool = False,
+        request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S,
     ):
+        if isinstance(request_timeout_s, bool) or not isinstance(request_timeout_s, int | float):
+            raise ValueError(f"request_timeout_s must be a number of seconds > 0, got {request_timeout_s!r}")
+        if not 0 < request_timeout_s < float("inf"):
+            raise ValueError(f"request_timeout_s must be a number of seconds > 0, got {request_timeout_s!r}")
         super().__init__((host, port), _Handler)
         self.retriever = retriever
         self.verbose = verbose
+        self.request_timeout_s = float(request_timeout_s)
         self.passage_count = len(retriever) if hasattr(retriever, "__len__") else None
 
     @property
@@ -145,9 +220,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--mmap", action="store_true", help="memory-map the index instead of loading it")
     parser.add_argument("--backend", default="numpy", choices=("numpy", "numba"))
     parser.add_argument("--verbose", action="store_true", help="log every request")
+    parser.add_argument(
+        "--request-timeout-s",
+        type=float,
+        default=DEFAULT_REQUEST_TIMEOUT_S,
+        help="seconds a client gets to send its body (and for each read of its headers)",
+    )
     args = parser.parse_args(argv)
     retriever = BM25Retriever.load(args.index, mmap=args.mmap, backend=args.backend)
-    server = RetrievalServer(retriever, args.host, args.port, verbose=args.verbose)
+    server = RetrievalServer(
+        retriever, args.host, args.port, verbose=args.verbose, request_timeout_s=args.request_timeout_s
+    )
     print(f"serving {len(retriever)} passages at {server.url}", flush=True)
     try:
         server.serve_forever()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import select
 import socket
 import subprocess
 import sys
@@ -38,8 +39,8 @@ def bm25() -> BM25Retriever:
 
 
 @contextmanager
-def serving(retriever):
-    server = RetrievalServer(retriever)
+def serving(retriever, **kwargs):
+    server = RetrievalServer(retriever, **kwargs)
     thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
     thread.start()
     try:
@@ -215,6 +216,8 @@ BAD_REQUESTS = [
     ("no content length", None, None, 411),
     ("bad content length", b"", "abc", 400),
     ("body too large", b"", str(10**9), 413),
+    ("nested too deeply", b"[" * 200_000 + b"]" * 200_000, "auto", 400),
+    ("queries nested too deeply", b'{"queries": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", "auto", 400),
 ]
 
 
@@ -231,6 +234,98 @@ def test_wrong_path_and_method(bm25):
         assert _raw_post(base + "/search", b'{"queries": []}')[0] == 404
         assert _raw_post(server.url, None, method="GET", length=None)[0] == 405
         assert _raw_post(base + "/nothing", None, method="GET", length=None)[0] == 404
+
+
+@pytest.mark.parametrize("method", ["PUT", "DELETE", "PATCH", "OPTIONS"])
+def test_other_methods_get_the_json_405(bm25, method):
+    with serving(bm25) as server:
+        base = server.url.removesuffix("/retrieve")
+        status, payload = _raw_post(server.url, b'{"queries": ["cat"]}', method=method)
+        assert status == 405 and method in payload["error"] and "POST" in payload["error"]
+        assert _raw_post(base + "/health", None, method=method, length=None)[0] == 405
+        assert _raw_post(base + "/nothing", None, method=method, length=None)[0] == 404
+
+
+def test_head_gets_the_405_headers_without_a_body(bm25):
+    with serving(bm25) as server:
+        parts = urllib.request.urlparse(server.url)
+        connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=10)
+        connection.request("HEAD", "/retrieve")
+        response = connection.getresponse()
+        assert response.status == 405 and response.getheader("Allow") == "POST"
+        assert response.getheader("Content-Type") == "application/json" and response.read() == b""
+        connection.close()
+
+
+def test_a_path_is_the_same_with_a_query_string(bm25):
+    with serving(bm25) as server:
+        base = server.url.removesuffix("/retrieve")
+        status, payload = _raw_post(server.url + "?x=1&y=2", b'{"queries": ["dog"], "topk": 1}')
+        assert status == 200 and payload["result"][0][0]["id"] == "1"
+        assert _raw_post(base + "/health?verbose=1", None, method="GET", length=None) == (
+            200,
+            {"status": "ok", "passages": 4},
+        )
+        assert _raw_post(base + "/health?x=1", b"{}", method="POST")[0] == 405
+
+
+def _exchange(url: str, head: bytes, body_parts: list[bytes], *, pause_s: float = 0.0) -> tuple[int, dict]:
+    """Send a request's head, then its body in parts (pausing between them), and read the reply.
+
+    Sending stops as soon as a reply is readable, so that no byte reaches a server that has already closed
+    (its kernel would answer with a reset and the reply could be lost).
+    """
+    parts = urllib.request.urlparse(url)
+    with socket.create_connection((parts.hostname, parts.port), timeout=10) as sock:  # hang guard
+        sock.sendall(head)
+        for part in body_parts:
+            if select.select([sock], [], [], pause_s)[0]:
+                break
+            sock.sendall(part)
+        reply = b""
+        while chunk := sock.recv(65536):
+            reply += chunk
+    head_text, _, body = reply.partition(b"\r\n\r\n")
+    return int(head_text.split()[1]), json.loads(body)
+
+
+def _post_head(length: int) -> bytes:
+    return f"POST /retrieve HTTP/1.1\r\nHost: x\r\nContent-Length: {length}\r\n\r\n".encode()
+
+
+def test_a_client_that_stalls_mid_body_is_dropped(bm25):
+    """Fewer bytes than the Content-Length, then silence: the request times out, it holds no thread."""
+    with serving(bm25, request_timeout_s=0.3) as server:
+        status, payload = _exchange(server.url, _post_head(100), [b'{"queries": '])
+        assert status == 408 and "0.3 s" in payload["error"]
+        assert HTTPRetriever(server.url).search(["dog"], 1)[0][0].id == "1"  # and the server still serves
+
+
+def test_the_body_deadline_is_total_not_per_read(bm25):
+    """A client trickling one byte at a time, each well within the timeout, is still dropped at the deadline
+    (a bound per read alone would wait for all 400 bytes and then answer 400 for the bad JSON)."""
+    with serving(bm25, request_timeout_s=0.3) as server:
+        status, _ = _exchange(server.url, _post_head(400), [b"x"] * 400, pause_s=0.01)
+        assert status == 408
+
+
+def test_a_client_that_closes_mid_body_gets_400(bm25):
+    with serving(bm25) as server:
+        parts = urllib.request.urlparse(server.url)
+        with socket.create_connection((parts.hostname, parts.port), timeout=10) as sock:
+            sock.sendall(_post_head(100) + b'{"queries": ')
+            sock.shutdown(socket.SHUT_WR)
+            reply = b""
+            while chunk := sock.recv(65536):
+                reply += chunk
+        head, _, body = reply.partition(b"\r\n\r\n")
+        assert int(head.split()[1]) == 400 and "ended after 12 of 100 bytes" in json.loads(body)["error"]
+
+
+def test_the_request_timeout_must_be_positive(bm25):
+    for bad in (0, -1.0, float("inf"), "30", None, True):
+        with pytest.raises(ValueError, match="request_timeout_s"):
+            RetrievalServer(bm25, request_timeout_s=bad)
 
 
 def test_client_reports_4xx_without_retrying(bm25):
