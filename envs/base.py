@@ -16,17 +16,25 @@ A subclass implements four small hooks and gets the rest (spaces, invalid-output
 - optionally ``_task_info()``: facts about the current task merged into every ``info`` (for example
   Sokoban's optimal solution length).
 Vision envs also set ``image_shape`` and implement ``_render_image()``.
+
+Generated tasks are split by content (:func:`draw_in_split`): a reset seed of one split only ever yields
+tasks whose content hashes to that split, so no validation or test task is also a training task.
 """
 
 from __future__ import annotations
 
+import math
+import numbers
 import string
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
+
+from envs.seeds import split_of_content
 
 INVALID_OUTPUT_POLICIES = ("noop", "reprompt", "terminate")
 
@@ -35,6 +43,57 @@ INVALID_OUTPUT_POLICIES = ("noop", "reprompt", "terminate")
 DEFAULT_INVALID_PENALTY = -0.1
 
 MAX_TEXT_CHARS = 65_536
+
+Task = TypeVar("Task")
+
+
+def draw_in_split(
+    draw: Callable[[], Task],
+    content: Callable[[Task], str],
+    split: str,
+    *,
+    settings: str,
+    max_attempts: int = 10_000,
+) -> Task:
+    """The first task from repeated ``draw()`` calls whose ``content`` hashes to ``split``.
+
+    ``draw`` takes its randomness from the env's seeded generator, so the result is fixed by the seed. A split
+    holds a fixed share of the content-hash space (``envs.seeds.CONTENT_BUCKETS``: 90/5/5), so a held-out
+    task takes about 20 draws and a training task about 1.1. Raises ``RuntimeError`` naming ``settings``
+    when ``max_attempts`` draws find none: the task space at those settings is too small to hold that split.
+    """
+    for _ in range(max_attempts):
+        task = draw()
+        if split_of_content(content(task)) == split:
+            return task
+    raise RuntimeError(
+        f"no {split} task in {max_attempts} draws at {settings}: the task space at these settings is too "
+        f"small to give every split its own tasks; use a larger setting"
+    )
+
+
+def check_int(name: str, value: Any, low: int, high: int | None = None) -> int:
+    """``value`` as an ``int`` in ``[low, high]``; ``ValueError`` naming ``name`` and the range otherwise."""
+    allowed = f">= {low}" if high is None else f"in [{low}, {high}]"
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise ValueError(f"{name} must be an integer {allowed}, got {value!r}")
+    if value < low or (high is not None and value > high):
+        raise ValueError(f"{name} must be an integer {allowed}, got {value}")
+    return int(value)
+
+
+def check_real(name: str, value: Any) -> float:
+    """``value`` as a finite ``float``; ``ValueError`` naming ``name`` otherwise."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
+        raise ValueError(f"{name} must be a finite number, got {value!r}")
+    return float(value)
+
+
+def check_bool(name: str, value: Any) -> bool:
+    """``value`` as a ``bool``; ``ValueError`` naming ``name`` unless it is True or False."""
+    if not isinstance(value, bool | np.bool_):
+        raise ValueError(f"{name} must be True or False, got {value!r}")
+    return bool(value)
 
 
 class AnyText(spaces.Text):
@@ -105,19 +164,18 @@ class MultiTurnEnv(gym.Env):
         invalid_penalty: float = DEFAULT_INVALID_PENALTY,
         render_mode: str | None = None,
     ):
-        if max_turns < 1:
-            raise ValueError(f"max_turns must be >= 1, got {max_turns}")
-        if invalid_output not in INVALID_OUTPUT_POLICIES:
+        self.max_turns = check_int("max_turns", max_turns, 1)
+        if not isinstance(invalid_output, str) or invalid_output not in INVALID_OUTPUT_POLICIES:
             raise ValueError(
                 f"invalid_output must be one of {INVALID_OUTPUT_POLICIES}, got {invalid_output!r}"
             )
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(
-                f"render_mode {render_mode!r} is not supported; choose from {self.metadata['render_modes']}"
+                f"render_mode {render_mode!r} is not supported; choose None or one of "
+                f"{self.metadata['render_modes']}"
             )
-        self.max_turns = max_turns
         self.invalid_output = invalid_output
-        self.invalid_penalty = float(invalid_penalty)
+        self.invalid_penalty = check_real("invalid_penalty", invalid_penalty)
         self.render_mode = render_mode
         self.action_space = AnyText()
         if self.image_shape is None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from functools import lru_cache
 from typing import Any
@@ -9,7 +10,16 @@ from typing import Any
 import numpy as np
 from PIL import Image, ImageDraw
 
-from envs.base import DEFAULT_INVALID_PENALTY, MultiTurnEnv, Outcome, Parsed
+from envs.base import (
+    DEFAULT_INVALID_PENALTY,
+    MultiTurnEnv,
+    Outcome,
+    Parsed,
+    check_bool,
+    check_int,
+    check_real,
+    draw_in_split,
+)
 from envs.gridworld import (
     DELTAS,
     DIRECTIONS,
@@ -19,6 +29,7 @@ from envs.gridworld import (
     grid_text,
     parse_moves,
 )
+from envs.seeds import split_of_reset_seed
 
 GOAL_REWARD = 1.0
 # A slippery move goes the intended way or to either side, each with probability 1/3 (as Gymnasium).
@@ -31,15 +42,40 @@ _SIDEWAYS = {
 LEGEND = "Legend: P you, _ ice, H hole, G goal."
 IMAGE_LEGEND = "In the image you are the red circle, the goal is green, holes are dark blue, ice is white."
 
+# The map text takes two characters a cell: 128x128 (32,768) keeps an observation inside AnyText's bound.
+MAX_SIZE = 128
+# Tiles smaller than 5 pixels cannot hold the agent's circle (_lake_tiles); 256 keeps an 8x8 image at 2048^2.
+CELL_PIXELS_RANGE = (5, 256)
+# Default move budget: 2.5 x the longest start-goal Manhattan distance 2 (size - 1), i.e. 5 (size - 1) moves.
+# It keeps the FrozenLake preset's budget at 4x4 (experiments/presets/frozen_lake.yaml: 5 turns of 3 moves)
+# and grows with the map, where holes lengthen the detours.
+BUDGET_MOVES_PER_SIZE = 5
+
+
+def default_max_turns(size: int, max_actions_per_turn: int) -> int:
+    """The default turn budget: ``5 (size - 1)`` moves, in turns of ``max_actions_per_turn`` moves."""
+    return math.ceil(BUDGET_MOVES_PER_SIZE * (size - 1) / max_actions_per_turn)
+
+
+def map_content(desc: list[str]) -> str:
+    """The map's canonical text (its rows on lines): what decides the map's split (``envs.seeds``)."""
+    return "\n".join(desc)
+
 
 def generate_map(
-    rng: np.random.Generator, size: int = 4, hole_prob: float = 0.2, max_tries: int = 10_000
+    rng: np.random.Generator,
+    size: int = 4,
+    hole_prob: float = 0.2,
+    max_tries: int = 10_000,
+    *,
+    max_path_length: int | None = None,
 ) -> list[str]:
     """A random ``size`` x ``size`` map in Gymnasium's format (rows of ``S``, ``F``, ``H``, ``G``).
 
     Start and goal are distinct random cells at Manhattan distance at least ``size - 1``; every other cell is
-    a hole with probability ``hole_prob``. Maps without a hole-free path from start to goal are drawn again,
-    so a path always exists.
+    a hole with probability ``hole_prob``. Maps without a hole-free path from start to goal, or whose
+    shortest path takes more than ``max_path_length`` moves, are drawn again, so a path always exists (and
+    fits the budget).
     """
     if size < 2:
         raise ValueError(f"size must be >= 2, got {size}")
@@ -53,9 +89,13 @@ def generate_map(
         grid[tuple(start)] = "S"
         grid[tuple(goal)] = "G"
         desc = ["".join(row) for row in grid]
-        if shortest_path(desc) is not None:
+        path = shortest_path(desc)
+        if path is not None and (max_path_length is None or len(path) <= max_path_length):
             return desc
-    raise RuntimeError(f"no {size}x{size} map with a path in {max_tries} tries at hole_prob={hole_prob}")
+    limit = "" if max_path_length is None else f" of at most {max_path_length} moves"
+    raise RuntimeError(
+        f"no {size}x{size} map with a path{limit} in {max_tries} tries at hole_prob={hole_prob}"
+    )
 
 
 def shortest_path(desc: list[str], start: tuple[int, int] | None = None) -> list[str] | None:
@@ -119,8 +159,14 @@ class FrozenLakeEnv(MultiTurnEnv):
 
     ## Starting State
     The agent on the start cell of a map from :func:`generate_map` (start and goal random and at Manhattan
-    distance at least ``size - 1``, each other cell a hole with probability ``hole_prob``).
-    ``reset(options={"map": desc})`` plays a given map instead (Gymnasium's format, ``size`` x ``size``).
+    distance at least ``size - 1``, each other cell a hole with probability ``hole_prob``), whose shortest
+    path fits the move budget ``max_turns * max_actions_per_turn`` (longer maps are drawn again).
+    Splits by content: a seed of a split of :mod:`envs.seeds` only yields maps whose text
+    (:func:`map_content`) hashes to that split, so no validation or test map is ever a training map;
+    ``seed=None`` draws training maps, and a seed outside every split range is a ``ValueError``. The 4x4
+    space holds 875,664 maps with a path, about 5% of them (by hash) held out for validation and 5% for test.
+    ``reset(options={"map": desc})`` plays a given map instead (Gymnasium's format, ``size`` x ``size``;
+    any path length).
     ``reset(options={"member": i})`` (set by :mod:`envs.group`) draws the slips from an independent stream
     for group member ``i``; the map depends on the seed alone.
 
@@ -139,11 +185,16 @@ class FrozenLakeEnv(MultiTurnEnv):
 
     ## Arguments
     ```python
-    gymnasium.make("freshrl/FrozenLake-v0", size=4, hole_prob=0.2, is_slippery=False, max_turns=5,
+    gymnasium.make("freshrl/FrozenLake-v0", size=4, hole_prob=0.2, is_slippery=False, max_turns=None,
                    max_actions_per_turn=3, invalid_output="reprompt", invalid_penalty=-0.1,
                    render_mode=None, cell_pixels=28)
     ```
-    ``render_mode``: ``"ansi"`` (the map) or ``"rgb_array"`` (``cell_pixels`` pixels per cell).
+    ``size``: an integer in [2, 128]. ``hole_prob``: in [0, 1). ``max_turns``: at least 1; ``None`` (the
+    default) gives ``ceil(5 * (size - 1) / max_actions_per_turn)`` turns (:func:`default_max_turns`: 5 turns
+    of 3 moves at 4x4, 12 at 8x8), and the budget must hold the ``size - 1`` moves every map needs at least.
+    ``max_actions_per_turn``: at least 1. ``render_mode``: ``None``, ``"ansi"`` (the map) or
+    ``"rgb_array"`` (``cell_pixels`` pixels per cell, an integer in [5, 256]). Every argument is checked
+    here, with a ``ValueError`` naming it and its allowed range.
 
     ## Version History
     * v0: initial version.
@@ -156,20 +207,30 @@ class FrozenLakeEnv(MultiTurnEnv):
         size: int = 4,
         hole_prob: float = 0.2,
         is_slippery: bool = False,
-        max_turns: int = 5,
+        max_turns: int | None = None,
         max_actions_per_turn: int = 3,
         invalid_output: str = "reprompt",
         invalid_penalty: float = DEFAULT_INVALID_PENALTY,
         render_mode: str | None = None,
         cell_pixels: int = 28,
     ):
-        if max_actions_per_turn < 1:
-            raise ValueError(f"max_actions_per_turn must be >= 1, got {max_actions_per_turn}")
-        self.size = size
-        self.hole_prob = hole_prob
-        self.is_slippery = is_slippery
-        self.max_actions_per_turn = max_actions_per_turn
-        self.cell_pixels = cell_pixels
+        self.size = check_int("size", size, 2, MAX_SIZE)
+        self.hole_prob = check_real("hole_prob", hole_prob)
+        if not 0.0 <= self.hole_prob < 1.0:
+            raise ValueError(f"hole_prob must be in [0, 1), got {hole_prob}")
+        self.is_slippery = check_bool("is_slippery", is_slippery)
+        self.max_actions_per_turn = check_int("max_actions_per_turn", max_actions_per_turn, 1)
+        self.cell_pixels = check_int("cell_pixels", cell_pixels, *CELL_PIXELS_RANGE)
+        if max_turns is None:
+            max_turns = default_max_turns(self.size, self.max_actions_per_turn)
+        elif check_int("max_turns", max_turns, 1) * self.max_actions_per_turn < self.size - 1:
+            raise ValueError(
+                f"max_turns * max_actions_per_turn must be >= size - 1 = {self.size - 1} (the fewest moves a "
+                f"map needs), got {max_turns} * {self.max_actions_per_turn}; raise max_turns or use None"
+            )
+        if self.image_shape is not None:
+            side = self.size * self.cell_pixels
+            self.image_shape = (side, side, 3)
         super().__init__(
             max_turns=max_turns,
             invalid_output=invalid_output,
@@ -179,8 +240,10 @@ class FrozenLakeEnv(MultiTurnEnv):
         self.desc: list[str] = []
         self._given_map: list[str] | None = None
         self._member = 0
+        self._split = "train"
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        self._split = split_of_reset_seed(seed)
         options = options or {}
         given = options.get("map")
         if given is not None:
@@ -194,7 +257,13 @@ class FrozenLakeEnv(MultiTurnEnv):
         if self._given_map is not None:
             self.desc = list(self._given_map)
         else:
-            self.desc = generate_map(self.np_random, self.size, self.hole_prob)
+            budget = self.max_turns * self.max_actions_per_turn
+            self.desc = draw_in_split(
+                lambda: generate_map(self.np_random, self.size, self.hole_prob, max_path_length=budget),
+                map_content,
+                self._split,
+                settings=f"FrozenLake size={self.size}, hole_prob={self.hole_prob}, move budget {budget}",
+            )
         self._grid = np.array([list(row) for row in self.desc])
         self._player = tuple(int(i) for i in np.argwhere(self._grid == "S")[0])
         self._optimal_length = len(shortest_path(self.desc))
@@ -298,21 +367,20 @@ class FrozenLakeVisionEnv(FrozenLakeEnv):
 
     ## Arguments
     ```python
-    gymnasium.make("freshrl/FrozenLakeVision-v0", size=4, hole_prob=0.2, is_slippery=False, max_turns=5,
+    gymnasium.make("freshrl/FrozenLakeVision-v0", size=4, hole_prob=0.2, is_slippery=False, max_turns=None,
                    max_actions_per_turn=3, invalid_output="reprompt", invalid_penalty=-0.1,
                    render_mode=None, cell_pixels=28)
     ```
     ``render_mode``: ``"rgb_array"`` (the observation image) or ``"ansi"`` (the map as text, for people).
+    The other arguments, their checks and the splits are as :class:`FrozenLakeEnv`'s; a seed yields the same
+    map in both envs.
 
     ## Version History
     * v0: initial version.
     """
 
+    # The default 4x4 map at 28 pixels a cell; FrozenLakeEnv.__init__ sets each env's own shape.
     image_shape = (112, 112, 3)
-
-    def __init__(self, size: int = 4, cell_pixels: int = 28, **kwargs: Any):
-        self.image_shape = (size * cell_pixels, size * cell_pixels, 3)
-        super().__init__(size=size, cell_pixels=cell_pixels, **kwargs)
 
     def _task_text(self) -> str:
         text = f"FrozenLake: walk to the goal without stepping into a hole.\n{IMAGE_LEGEND}"

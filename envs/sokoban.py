@@ -9,9 +9,10 @@ from typing import Any
 import numpy as np
 from PIL import Image, ImageDraw
 
-from envs.base import DEFAULT_INVALID_PENALTY, MultiTurnEnv, Outcome, Parsed
+from envs.base import DEFAULT_INVALID_PENALTY, MultiTurnEnv, Outcome, Parsed, check_int
 from envs.gridworld import DELTAS, compose_tiles, format_instruction, format_turns, grid_text, parse_moves
-from envs.sokoban_levels import Level, generate_level, level_from_text, solve
+from envs.seeds import split_of_reset_seed
+from envs.sokoban_levels import Level, check_level_settings, generate_level, level_from_text, solve
 
 # gym-sokoban's rewards (shared/notes/anchors.md), per move.
 STEP_PENALTY = -0.1
@@ -41,6 +42,8 @@ PRESETS = {
 
 WALL, FLOOR, TARGET, BOX, BOX_ON_TARGET_CHAR, PLAYER, PLAYER_ON_TARGET = "#", "_", "O", "X", "*", "P", "S"
 LEGEND = "Legend: # wall, _ floor, O target, X box, * box on target, P you, S you on target."
+# Tiles smaller than 5 pixels cannot hold the target frame and the player (_sokoban_tiles).
+CELL_PIXELS_RANGE = (5, 256)
 
 
 class SokobanEnv(MultiTurnEnv):
@@ -68,7 +71,13 @@ class SokobanEnv(MultiTurnEnv):
     A level drawn from ``reset(seed=...)`` alone: a ``dim`` room dug by gym-sokoban's random walk, random
     targets, and a start state picked uniformly among the reverse-play states whose optimal solution takes
     ``min_solution_length`` to ``max_solution_length`` moves. ``reset(options={"level": level})`` plays a
-    given :class:`~envs.sokoban_levels.Level` or map string (:func:`~envs.sokoban_levels.level_from_text`).
+    given :class:`~envs.sokoban_levels.Level` or map string (:func:`~envs.sokoban_levels.level_from_text`);
+    a level without an all-wall border, or already solved, is a ``ValueError``.
+
+    Splits by content: a seed of a split of :mod:`envs.seeds` only yields levels whose room (walls and
+    targets, :func:`~envs.sokoban_levels.room_content`) hashes to that split, so validation and test levels
+    never share a room with a training level; ``seed=None`` draws training levels, and a seed outside every
+    split range is a ``ValueError``.
 
     ## Rewards
     Per move, as gym-sokoban: -0.1, plus +1 for pushing a box onto a target, -1 for pushing one off, and
@@ -93,8 +102,12 @@ class SokobanEnv(MultiTurnEnv):
     ```
     ``preset``: ``"simple"`` (6x6 room, 1 box, 4-12 moves, 5 turns of up to 5 moves) or ``"hard"`` (8x8,
     2 boxes, 10-30 moves, 10 turns of up to 5 moves; ``freshrl/SokobanHard-v0``). Each ``None`` argument
-    takes the preset's value. ``render_mode``: ``"ansi"`` (the map) or ``"rgb_array"`` (``cell_pixels``
-    pixels per cell).
+    takes the preset's value. ``dim``: a (height, width) pair of integers >= 3 whose search space (interior
+    cells x box placements) is at most :data:`~envs.sokoban_levels.MAX_SEARCH_STATES` = 3,000,000: up to 4
+    boxes at 8x8, 3 at 10x10, 2 at 12x12. ``num_boxes``: 1 to the interior minus 2. ``1 <=
+    min_solution_length <= max_solution_length``. ``max_turns``, ``max_actions_per_turn``: at least 1.
+    ``render_mode``: ``None``, ``"ansi"`` (the map) or ``"rgb_array"`` (``cell_pixels`` pixels per cell, an
+    integer in [5, 256]). Every argument is checked here, with a ``ValueError`` naming it and its range.
 
     ## Version History
     * v0: initial version.
@@ -117,24 +130,25 @@ class SokobanEnv(MultiTurnEnv):
         render_mode: str | None = None,
         cell_pixels: int = 28,
     ):
-        if preset not in PRESETS:
+        if not isinstance(preset, str) or preset not in PRESETS:
             raise ValueError(f"unknown preset {preset!r}; choose from {sorted(PRESETS)}")
         base = PRESETS[preset]
         self.preset = preset
-        self.dim = tuple(dim) if dim is not None else base.dim
-        self.num_boxes = num_boxes if num_boxes is not None else base.num_boxes
-        self.min_solution_length = (
-            min_solution_length if min_solution_length is not None else base.min_solution_length
+        dim = dim if dim is not None else base.dim
+        num_boxes = num_boxes if num_boxes is not None else base.num_boxes
+        min_length = min_solution_length if min_solution_length is not None else base.min_solution_length
+        max_length = max_solution_length if max_solution_length is not None else base.max_solution_length
+        check_level_settings(dim, num_boxes, min_length, max_length)
+        self.dim = (int(dim[0]), int(dim[1]))
+        self.num_boxes = int(num_boxes)
+        self.min_solution_length = int(min_length)
+        self.max_solution_length = int(max_length)
+        self.max_actions_per_turn = check_int(
+            "max_actions_per_turn",
+            max_actions_per_turn if max_actions_per_turn is not None else base.max_actions_per_turn,
+            1,
         )
-        self.max_solution_length = (
-            max_solution_length if max_solution_length is not None else base.max_solution_length
-        )
-        self.max_actions_per_turn = (
-            max_actions_per_turn if max_actions_per_turn is not None else base.max_actions_per_turn
-        )
-        if self.max_actions_per_turn < 1:
-            raise ValueError(f"max_actions_per_turn must be >= 1, got {self.max_actions_per_turn}")
-        self.cell_pixels = cell_pixels
+        self.cell_pixels = check_int("cell_pixels", cell_pixels, *CELL_PIXELS_RANGE)
         super().__init__(
             max_turns=max_turns if max_turns is not None else base.max_turns,
             invalid_output=invalid_output,
@@ -143,9 +157,13 @@ class SokobanEnv(MultiTurnEnv):
         )
         self.level: Level | None = None
         self._given_level: Level | None = None
+        self._split = "train"
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        self._split = split_of_reset_seed(seed)
         given = (options or {}).get("level")
+        if given is not None and not isinstance(given, str | Level):
+            raise ValueError(f"options['level'] must be a Level or a map string, got {type(given).__name__}")
         self._given_level = level_from_text(given) if isinstance(given, str) else given
         return super().reset(seed=seed, options=options)
 
@@ -160,6 +178,7 @@ class SokobanEnv(MultiTurnEnv):
                 num_boxes=self.num_boxes,
                 min_length=self.min_solution_length,
                 max_length=self.max_solution_length,
+                split=self._split,
             )
         self._walls = self.level.walls
         self._targets = np.zeros(self._walls.shape, dtype=bool)

@@ -7,7 +7,10 @@ Generation (:func:`generate_level`):
 
 1. Dig a room with gym-sokoban's random-walk topology (a walker stamps small floor masks, walls all round);
    rooms with fewer floor cells than half the interior are dug again (tiny rooms make near-duplicate levels).
-2. Put the targets on random floor cells; the solved state has every box on a target.
+2. Put the targets on random floor cells; the solved state has every box on a target. With a ``split``, the
+   room and its targets are drawn again until their text (:func:`room_content`) hashes to that split
+   (``envs.seeds``), so every level of one room belongs to one split: train, validation and test levels
+   never share a room, let alone a level.
 3. Reverse play, exhaustively: a breadth-first search over pulls and player moves, backwards from every
    solved state (the player anywhere). Each state it reaches is solvable by construction, and its BFS depth
    is exactly its optimal solution length in moves, because every reverse step undoes one forward move.
@@ -16,7 +19,8 @@ Generation (:func:`generate_level`):
 
 A state is encoded as one integer, ``player * C(n, k) + rank(boxes)`` over the ``n`` floor cells and ``k``
 identical boxes (``rank`` is the combinatorial number system of the sorted box cells), so the search runs in
-numba over flat arrays.
+numba over flat arrays. Both searches allocate arrays of ``n * C(n, k)`` states, so a room's state count is
+bounded by :data:`MAX_SEARCH_STATES` (:func:`check_search_size`).
 
 Solving (:func:`solve`): a forward BFS over the same encoding from any state, returning a shortest action list
 (fewest moves). Actions are ``"Up"``, ``"Down"``, ``"Left"``, ``"Right"``.
@@ -26,14 +30,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from math import comb
+from typing import NamedTuple
 
 import numpy as np
 from numba import njit
 
+from envs.base import check_int, draw_in_split
 from envs.gridworld import DELTAS as GRID_DELTAS
-from envs.gridworld import DIRECTIONS
+from envs.gridworld import DIRECTIONS, grid_text
 
 DELTAS = tuple(GRID_DELTAS[name] for name in DIRECTIONS)
+_DELTA_ARRAY = np.array(DELTAS, dtype=np.int64)
 # Index of the opposite direction: Up <-> Down, Left <-> Right.
 _OPPOSITE = np.array([1, 0, 3, 2], dtype=np.int64)
 
@@ -50,16 +57,73 @@ _ROOM_MASKS = np.array(
 )
 _P_CHANGE_DIRECTION = 0.35
 
+# The most search states (player cell x box set: n * C(n, k) over n floor cells and k boxes) a room may have.
+# Reverse play and the solver allocate about 14 + 8k and 17 + 8k bytes per state, so this caps one search near
+# 120 MB (k = 3). It allows 8x8 rooms with up to 4 boxes, 10x10 with 3 and 12x12 with 2; 12x12 with 4 boxes
+# would need 392 million states (38 GB).
+MAX_SEARCH_STATES = 3_000_000
+
+
+def search_states(n_floor: int, num_boxes: int) -> int:
+    """The size of the search space of a room with ``n_floor`` floor cells and ``num_boxes`` boxes."""
+    return n_floor * comb(n_floor, num_boxes)
+
+
+def check_search_size(dim: tuple[int, int], num_boxes: int) -> None:
+    """Raise ``ValueError`` naming ``dim`` and ``num_boxes`` unless every room of ``dim`` fits the bound.
+
+    A room's floor is at most its interior, ``(dim[0] - 2) * (dim[1] - 2)`` cells, so the interior's state
+    count bounds every room's.
+    """
+    interior = (dim[0] - 2) * (dim[1] - 2)
+    states = search_states(interior, num_boxes)
+    if states > MAX_SEARCH_STATES:
+        raise ValueError(
+            f"dim={tuple(dim)} with num_boxes={num_boxes} allows {states:,} search states (interior of "
+            f"{interior} cells), over the bound of {MAX_SEARCH_STATES:,} (envs.sokoban_levels."
+            f"MAX_SEARCH_STATES); use a smaller dim or fewer boxes (8x8 takes 4 boxes, 10x10 3, 12x12 2)"
+        )
+
 
 @dataclass(frozen=True, eq=False)
 class Level:
-    """A Sokoban start state. Cells are ``(row, col)``; ``walls`` is a bool ``(H, W)`` array (True = wall)."""
+    """A Sokoban start state. Cells are ``(row, col)``; ``walls`` is a bool ``(H, W)`` array (True = wall).
+
+    Checked on construction (``ValueError``): the border is all wall, there are as many distinct targets as
+    distinct boxes (at least one), player, boxes and targets are on floor, the player is not on a box, the
+    level is not already solved, and ``optimal_length`` is at least 1.
+    """
 
     walls: np.ndarray
     targets: tuple[tuple[int, int], ...]
     boxes: tuple[tuple[int, int], ...]
     player: tuple[int, int]
     optimal_length: int
+
+    def __post_init__(self):
+        walls = np.asarray(self.walls, dtype=bool)
+        if walls.ndim != 2 or min(walls.shape) < 3:
+            raise ValueError(f"Level.walls must be a 2-D array of at least 3x3, got shape {walls.shape}")
+        if not (walls[[0, -1], :].all() and walls[:, [0, -1]].all()):
+            raise ValueError(
+                "Level.walls must have an all-wall border (True on the first and last row/column)"
+            )
+        object.__setattr__(self, "walls", walls)
+        boxes, targets = set(self.boxes), set(self.targets)
+        if not boxes or len(boxes) != len(self.boxes) or len(targets) != len(self.targets):
+            raise ValueError("a Level needs at least one box, and no box or target listed twice")
+        if len(boxes) != len(targets):
+            raise ValueError(f"a Level needs as many targets as boxes, got {len(targets)} and {len(boxes)}")
+        for cell in (*boxes, *targets, self.player):
+            if not (len(cell) == 2 and 0 <= cell[0] < walls.shape[0] and 0 <= cell[1] < walls.shape[1]):
+                raise ValueError(f"Level cell {cell} is outside the {walls.shape} map")
+            if walls[cell[0], cell[1]]:
+                raise ValueError(f"Level cell {cell} (player, box or target) is a wall")
+        if tuple(self.player) in boxes:
+            raise ValueError(f"the Level's player {self.player} stands on a box")
+        if boxes == targets:
+            raise ValueError("the Level is already solved (every box on a target); nothing to play")
+        check_int("Level.optimal_length", self.optimal_length, 1)
 
 
 def level_from_text(text: str) -> Level:
@@ -76,7 +140,7 @@ def level_from_text(text: str) -> Level:
     if not np.isin(grid, list("#_OX*PS")).all():
         raise ValueError("unknown map character; use # _ O X * P S")
     walls = grid == "#"
-    if not (walls[[0, -1], :].all() and walls[:, [0, -1]].all()):
+    if min(walls.shape) < 3 or not (walls[[0, -1], :].all() and walls[:, [0, -1]].all()):
         raise ValueError("the map border must be all wall (#)")
 
     def cells(chars: str) -> tuple[tuple[int, int], ...]:
@@ -86,6 +150,8 @@ def level_from_text(text: str) -> Level:
     if len(players) != 1:
         raise ValueError(f"a level needs exactly one player, found {len(players)}")
     player = players[0]
+    if boxes and set(boxes) == set(targets):
+        raise ValueError("the level is already solved (every box on a target); nothing to play")
     solution = solve(walls, boxes, targets, player)
     if solution is None:
         raise ValueError("the level is not solvable")
@@ -106,15 +172,25 @@ def dig_room(rng: np.random.Generator, dim: tuple[int, int], steps: int) -> np.n
     direction = int(rng.integers(0, 4))
     row = int(rng.integers(1, height - 1))
     col = int(rng.integers(1, width - 1))
-    for step in range(steps):
-        if turn[step]:
-            direction = int(new_dir[step])
-        row = min(max(row + DELTAS[direction][0], 1), height - 2)
-        col = min(max(col + DELTAS[direction][1], 1), width - 2)
-        floor[row - 1 : row + 2, col - 1 : col + 2] |= _ROOM_MASKS[mask_ids[step]]
+    _walk(floor, turn, new_dir, mask_ids, direction, row, col, _ROOM_MASKS, _DELTA_ARRAY)
     floor[[0, -1], :] = False
     floor[:, [0, -1]] = False
     return floor
+
+
+@njit(cache=True)
+def _walk(floor, turn, new_dir, mask_ids, direction, row, col, masks, deltas):
+    """The walker of :func:`dig_room`, in numba (held-out splits dig about 20 rooms per level)."""
+    height, width = floor.shape
+    for step in range(turn.shape[0]):
+        if turn[step]:
+            direction = new_dir[step]
+        row = min(max(row + deltas[direction, 0], 1), height - 2)
+        col = min(max(col + deltas[direction, 1], 1), width - 2)
+        for i in range(3):
+            for j in range(3):
+                if masks[mask_ids[step], i, j]:
+                    floor[row - 1 + i, col - 1 + j] = True
 
 
 def room_steps(dim: tuple[int, int]) -> int:
@@ -176,7 +252,7 @@ def _reverse_play(neighbours, targets, is_target, binom, min_length, max_length)
     """Exhaustive reverse play from all solved states, up to depth ``max_length``.
 
     Returns the candidate starts (player, sorted boxes, depth) with depth in [min_length, max_length] and no
-    box on a target, and the number of candidates.
+    box on a target, in BFS order.
     """
     n = neighbours.shape[0]
     k = targets.shape[0]
@@ -184,10 +260,8 @@ def _reverse_play(neighbours, targets, is_target, binom, min_length, max_length)
     seen = np.zeros(n * n_box_sets, dtype=np.uint8)
     queue_player = np.empty(n * n_box_sets, dtype=np.int64)
     queue_boxes = np.empty((n * n_box_sets, k), dtype=np.int64)
-    queue_depth = np.empty(n * n_box_sets, dtype=np.int64)
-    cand_player = np.empty(n * n_box_sets, dtype=np.int64)
-    cand_boxes = np.empty((n * n_box_sets, k), dtype=np.int64)
-    cand_depth = np.empty(n * n_box_sets, dtype=np.int64)
+    queue_depth = np.empty(n * n_box_sets, dtype=np.int32)
+    is_candidate = np.zeros(n * n_box_sets, dtype=np.uint8)
     occupied = np.zeros(n, dtype=np.uint8)
     solved = np.sort(targets)
     solved_rank = _rank(solved, binom)
@@ -219,9 +293,7 @@ def _reverse_play(neighbours, targets, is_target, binom, min_length, max_length)
                 if is_target[boxes[i]]:
                     on_target = True
             if not on_target:
-                cand_player[n_cand] = p
-                cand_boxes[n_cand] = boxes
-                cand_depth[n_cand] = depth
+                is_candidate[head - 1] = 1
                 n_cand += 1
         if depth >= max_length:
             continue
@@ -252,7 +324,48 @@ def _reverse_play(neighbours, targets, is_target, binom, min_length, max_length)
                     tail += 1
         for i in range(k):
             occupied[boxes[i]] = 0
-    return cand_player[:n_cand], cand_boxes[:n_cand], cand_depth[:n_cand]
+    # The candidates are copied out of the queue (rather than kept alongside it) to halve peak memory.
+    cand_player = np.empty(n_cand, dtype=np.int64)
+    cand_boxes = np.empty((n_cand, k), dtype=np.int64)
+    cand_depth = np.empty(n_cand, dtype=np.int64)
+    j = 0
+    for i in range(tail):
+        if is_candidate[i]:
+            cand_player[j] = queue_player[i]
+            cand_boxes[j] = queue_boxes[i]
+            cand_depth[j] = queue_depth[i]
+            j += 1
+    return cand_player, cand_boxes, cand_depth
+
+
+class Room(NamedTuple):
+    """A dug room with its targets: walls, floor cells ``(n, 2)`` in row-major order, target floor indices."""
+
+    walls: np.ndarray
+    cells: np.ndarray
+    targets: np.ndarray
+
+
+def room_content(room: Room) -> str:
+    """The room's canonical text (``#`` wall, ``_`` floor, ``O`` target): what decides its levels' split."""
+    chars = np.where(room.walls, "#", "_")
+    chars[room.cells[room.targets, 0], room.cells[room.targets, 1]] = "O"
+    return grid_text(chars)
+
+
+def check_level_settings(dim: tuple[int, int], num_boxes: int, min_length: int, max_length: int) -> None:
+    """Raise ``ValueError`` naming the setting unless levels of these settings can be generated."""
+    if not (isinstance(dim, tuple | list) and len(dim) == 2):
+        raise ValueError(f"dim must be a (height, width) pair of integers >= 3, got {dim!r}")
+    height, width = (check_int("dim", side, 3) for side in dim)
+    interior = (height - 2) * (width - 2)
+    # A room keeps at least num_boxes + 2 floor cells (generate_level), and at most its interior.
+    check_int(f"num_boxes (for dim={(height, width)})", num_boxes, 1, max(1, interior - 2))
+    if interior < 3:
+        raise ValueError(f"dim={(height, width)} has {interior} interior cells; a level needs at least 3")
+    check_int("min_solution_length", min_length, 1)
+    check_int("max_solution_length", max_length, min_length)
+    check_search_size((height, width), num_boxes)
 
 
 def generate_level(
@@ -263,40 +376,48 @@ def generate_level(
     min_length: int = 1,
     max_length: int = 30,
     max_tries: int = 1000,
+    split: str | None = None,
 ) -> Level:
     """A random level whose optimal solution takes between ``min_length`` and ``max_length`` moves.
 
     Solvable by construction (reverse play from the solved state); no box starts on a target; at least half
-    of the room's interior is floor. Raises
-    ``RuntimeError`` if ``max_tries`` rooms in a row have no such state (only for impossible settings, such
-    as more boxes than a room of ``dim`` can hold).
+    of the room's interior is floor. With ``split`` (a split of ``envs.seeds``), only rooms whose
+    :func:`room_content` hashes to that split are used. Raises ``ValueError`` for settings that cannot work
+    or exceed :data:`MAX_SEARCH_STATES` (:func:`check_level_settings`), and ``RuntimeError`` if ``max_tries``
+    rooms in a row have no such state.
     """
-    if num_boxes < 1:
-        raise ValueError(f"num_boxes must be >= 1, got {num_boxes}")
-    if min(dim) < 3:
-        raise ValueError(f"dim must be at least 3x3, got {dim}")
-    if not 1 <= min_length <= max_length:
-        raise ValueError(f"need 1 <= min_length <= max_length, got {min_length}, {max_length}")
+    check_level_settings(dim, num_boxes, min_length, max_length)
+    dim = (int(dim[0]), int(dim[1]))
     steps = room_steps(dim)
     min_floor = max(num_boxes + 2, (dim[0] - 2) * (dim[1] - 2) // 2)
+
+    def draw_room() -> Room:
+        for _ in range(max_tries):
+            floor = dig_room(rng, dim, steps)
+            if floor.sum() >= min_floor:
+                cells = np.argwhere(floor)
+                targets = np.sort(rng.choice(len(cells), size=num_boxes, replace=False)).astype(np.int64)
+                return Room(~floor, cells, targets)
+        raise RuntimeError(f"no room of {dim} with {min_floor} floor cells in {max_tries} tries")
+
+    settings = f"Sokoban dim={dim}, num_boxes={num_boxes}"
     for _ in range(max_tries):
-        walls = ~dig_room(rng, dim, steps)
-        cells, _, neighbours = _floor_tables(walls)
+        room = (
+            draw_room() if split is None else draw_in_split(draw_room, room_content, split, settings=settings)
+        )
+        cells, _, neighbours = _floor_tables(room.walls)
         n = len(cells)
-        if n < min_floor:
-            continue
-        targets = np.sort(rng.choice(n, size=num_boxes, replace=False)).astype(np.int64)
         is_target = np.zeros(n, dtype=np.uint8)
-        is_target[targets] = 1
+        is_target[room.targets] = 1
         players, boxes, depths = _reverse_play(
-            neighbours, targets, is_target, _binomials(n, num_boxes), min_length, max_length
+            neighbours, room.targets, is_target, _binomials(n, num_boxes), min_length, max_length
         )
         if len(players) == 0:
             continue
         pick = int(rng.integers(len(players)))
         return Level(
-            walls=walls,
-            targets=tuple((int(r), int(c)) for r, c in cells[targets]),
+            walls=room.walls,
+            targets=tuple((int(r), int(c)) for r, c in cells[room.targets]),
             boxes=tuple((int(r), int(c)) for r, c in cells[boxes[pick]]),
             player=(int(cells[players[pick], 0]), int(cells[players[pick], 1])),
             optimal_length=int(depths[pick]),
@@ -396,12 +517,19 @@ def solve(
     """A shortest solution (fewest moves) as a list of directions, or None if unsolvable.
 
     ``walls`` is a bool array; cells off the array count as walls. Boxes are identical and there are as many
-    targets as boxes. ``max_states`` bounds the search (None is also returned when it is exceeded).
+    targets as boxes. ``max_states`` bounds the search (None is also returned when it is exceeded). Raises
+    ``ValueError`` when the level's search space exceeds :data:`MAX_SEARCH_STATES` (the search allocates it).
     """
     if len(boxes) != len(targets) or not boxes:
         raise ValueError(f"need as many boxes as targets (>= 1), got {len(boxes)} and {len(targets)}")
     _, index, neighbours = _floor_tables(np.asarray(walls, dtype=bool))
     n = len(neighbours)
+    states = search_states(n, len(boxes))
+    if states > MAX_SEARCH_STATES:
+        raise ValueError(
+            f"a level with {n} floor cells and {len(boxes)} boxes has {states:,} search states, over the "
+            f"bound of {MAX_SEARCH_STATES:,} (envs.sokoban_levels.MAX_SEARCH_STATES); use a smaller level"
+        )
     box_ids = np.sort(np.array([index[cell] for cell in boxes], dtype=np.int64))
     target_ids = np.array([index[cell] for cell in targets], dtype=np.int64)
     player_id = int(index[player])

@@ -5,9 +5,18 @@ import numpy as np
 import pytest
 
 import envs  # noqa: F401  (registers the envs)
-from envs.frozen_lake import FrozenLakeEnv, FrozenLakeVisionEnv, generate_map, shortest_path
+from envs.frozen_lake import (
+    FrozenLakeEnv,
+    FrozenLakeVisionEnv,
+    default_max_turns,
+    generate_map,
+    shortest_path,
+)
+from envs.seeds import seeds
 
 ALL_OPEN = ["SFFF", "FFFF", "FFFF", "FFFG"]
+# Seeds of every split: held-out tasks come from another part of the map space (envs.seeds).
+SPLIT_SEEDS = list(range(60)) + seeds("validation", 20) + seeds("test", 20)
 
 
 def exhaustive_distance(desc: list[str]) -> int | None:
@@ -26,8 +35,11 @@ def exhaustive_distance(desc: list[str]) -> int | None:
                     continue
                 best = min(
                     [dist[r, c]]
-                    + [dist[r + dr, c + dc] + 1 for dr, dc in ((-1, 0), (1, 0), (0, -1), (0, 1))
-                       if 0 <= r + dr < size and 0 <= c + dc < size and desc[r + dr][c + dc] != "H"]
+                    + [
+                        dist[r + dr, c + dc] + 1
+                        for dr, dc in ((-1, 0), (1, 0), (0, -1), (0, 1))
+                        if 0 <= r + dr < size and 0 <= c + dc < size and desc[r + dr][c + dc] != "H"
+                    ]
                 )
                 if best < dist[r, c]:
                     dist[r, c], changed = best, True
@@ -60,8 +72,9 @@ def test_shortest_path_none_when_blocked():
 @pytest.mark.parametrize("env_id", ["freshrl/FrozenLake-v0", "freshrl/FrozenLakeVision-v0"])
 def test_oracle_reaches_the_goal(env_id):
     env = gym.make(env_id).unwrapped
-    for seed in range(100):
+    for seed in SPLIT_SEEDS:
         _, info = env.reset(seed=seed)
+        assert info["optimal_length"] == exhaustive_distance(env.desc)
         responses = env.oracle_responses()
         assert len(responses) <= env.max_turns
         total = 0.0
@@ -91,7 +104,7 @@ def test_off_grid_move_is_valid_but_not_effective():
 
 
 def test_slippery_moves_go_sideways_a_third_of_the_time_each():
-    env = FrozenLakeEnv(is_slippery=True, size=5, max_turns=1, max_actions_per_turn=1)
+    env = FrozenLakeEnv(is_slippery=True, size=5, max_turns=4, max_actions_per_turn=1)
     desc = ["FFFFF", "FFFFF", "FFSFF", "FFFFF", "FFFFG"]
     counts = {"Up": 0, "Left": 0, "Right": 0, "Down": 0}
     for seed in range(900):
@@ -162,3 +175,78 @@ def test_bad_given_maps_are_rejected():
     for desc in (["SH", "HG"], ["SFFF", "FFFF", "FFFF", "FFFF"], ["SF", "FG"]):
         with pytest.raises(ValueError):
             env.reset(options={"map": desc})
+
+
+@pytest.mark.parametrize(("size", "max_actions_per_turn"), [(4, 3), (8, 3), (8, 1), (12, 5)])
+def test_every_map_fits_the_default_turn_budget(size, max_actions_per_turn):
+    # Before the budget grew with the map, 8x8 maps kept the 4x4 budget (15 moves), too few for some maps.
+    env = FrozenLakeEnv(size=size, hole_prob=0.3, max_actions_per_turn=max_actions_per_turn)
+    assert env.max_turns == default_max_turns(size, max_actions_per_turn)
+    assert env.max_turns * max_actions_per_turn >= 5 * (size - 1)
+    for seed in seeds("train", 150) + seeds("validation", 15):
+        _, info = env.reset(seed=seed)
+        assert info["optimal_length"] <= env.max_turns * max_actions_per_turn
+        assert len(env.oracle_responses()) <= env.max_turns
+
+
+def test_an_explicit_budget_only_yields_maps_that_fit_it():
+    env = FrozenLakeEnv(size=8, hole_prob=0.35, max_turns=3, max_actions_per_turn=3)
+    lengths = set()
+    for seed in range(300):
+        _, info = env.reset(seed=seed)
+        lengths.add(info["optimal_length"])
+    assert max(lengths) <= 9 and min(lengths) >= 7
+    with pytest.raises(ValueError, match=r"max_turns \* max_actions_per_turn must be >= size - 1 = 7"):
+        FrozenLakeEnv(size=8, max_turns=2, max_actions_per_turn=3)
+
+
+def test_the_default_budget_is_the_presets_at_4x4():
+    assert FrozenLakeEnv().max_turns == 5 and FrozenLakeVisionEnv().max_turns == 5
+    assert FrozenLakeEnv(size=8).max_turns == 12
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"size": "4"}, r"size must be an integer in \[2, 128\], got '4'"),
+        ({"size": 4.0}, r"size must be an integer"),
+        ({"size": 1}, r"size must be an integer in \[2, 128\], got 1"),
+        ({"size": 129}, r"size must be an integer in \[2, 128\]"),
+        ({"size": True}, r"size must be an integer"),
+        ({"hole_prob": 1.0}, r"hole_prob must be in \[0, 1\)"),
+        ({"hole_prob": -0.1}, r"hole_prob must be in \[0, 1\)"),
+        ({"hole_prob": "0.2"}, r"hole_prob must be a finite number"),
+        ({"hole_prob": float("nan")}, r"hole_prob must be a finite number"),
+        ({"is_slippery": "yes"}, r"is_slippery must be True or False"),
+        ({"is_slippery": 1}, r"is_slippery must be True or False"),
+        ({"max_turns": 0}, r"max_turns must be an integer >= 1, got 0"),
+        ({"max_turns": 2.5}, r"max_turns must be an integer >= 1"),
+        ({"max_actions_per_turn": 0}, r"max_actions_per_turn must be an integer >= 1"),
+        ({"invalid_output": "ignore"}, r"invalid_output must be one of"),
+        ({"invalid_output": None}, r"invalid_output must be one of"),
+        ({"invalid_penalty": "a lot"}, r"invalid_penalty must be a finite number"),
+        ({"invalid_penalty": float("inf")}, r"invalid_penalty must be a finite number"),
+        ({"render_mode": "human"}, r"render_mode 'human' is not supported; choose None or one of"),
+        ({"cell_pixels": 0}, r"cell_pixels must be an integer in \[5, 256\], got 0"),
+        ({"cell_pixels": 4}, r"cell_pixels must be an integer in \[5, 256\]"),
+        ({"cell_pixels": 300}, r"cell_pixels must be an integer in \[5, 256\]"),
+    ],
+)
+@pytest.mark.parametrize("cls", [FrozenLakeEnv, FrozenLakeVisionEnv])
+def test_bad_arguments_are_rejected_in_init_naming_the_argument(cls, kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        cls(**kwargs)
+
+
+@pytest.mark.parametrize("env_id", ["freshrl/FrozenLake-v0", "freshrl/FrozenLakeVision-v0"])
+def test_make_with_bad_arguments_raises_the_envs_own_error(env_id):
+    with pytest.raises(ValueError, match="render_mode 'human' is not supported"):
+        gym.make(env_id, render_mode="human")  # not a pygame window wrapper
+    with pytest.raises(ValueError, match="size must be an integer"):
+        gym.make(env_id, size="4")
+
+
+def test_smallest_tiles_render():
+    env = FrozenLakeVisionEnv(cell_pixels=5, render_mode="rgb_array")
+    obs, _ = env.reset(seed=0)
+    assert obs["image"].shape == (20, 20, 3) and env.observation_space.contains(obs)

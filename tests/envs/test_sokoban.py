@@ -7,8 +7,17 @@ import numpy as np
 import pytest
 
 import envs  # noqa: F401  (registers the envs)
+from envs.seeds import seeds
 from envs.sokoban import PRESETS, SokobanEnv
-from envs.sokoban_levels import Level, generate_level, level_from_text, solve, solve_level
+from envs.sokoban_levels import (
+    MAX_SEARCH_STATES,
+    Level,
+    generate_level,
+    level_from_text,
+    search_states,
+    solve,
+    solve_level,
+)
 
 MOVES = {"Up": (-1, 0), "Down": (1, 0), "Left": (0, -1), "Right": (0, 1)}
 
@@ -141,8 +150,13 @@ def test_moves_after_the_solving_move_are_not_executed():
 @pytest.mark.parametrize("env_id", ["freshrl/Sokoban-v0", "freshrl/SokobanHard-v0"])
 def test_oracle_demonstrations_solve_levels_optimally(env_id):
     env = gym.make(env_id).unwrapped
-    for seed in range(100):
+    # Seeds of every split: held-out levels come from other rooms (envs.seeds).
+    for seed in list(range(60)) + seeds("validation", 20) + seeds("test", 20):
         _, info = env.reset(seed=seed)
+        level = env.level
+        assert info["optimal_length"] == exhaustive_optimum(
+            level.walls, level.boxes, level.targets, level.player
+        )
         responses = env.oracle_responses()
         assert sum(r.count(",") + 1 for r in responses) == info["optimal_length"]
         assert len(responses) <= env.max_turns
@@ -196,3 +210,97 @@ def test_given_level_is_played_and_seeded_levels_differ():
         env.reset(seed=seed)
         maps.add(env.map_text())
     assert len(maps) >= 45
+
+
+def test_a_setting_too_large_to_search_fails_fast_naming_it():
+    # Reverse play over 12x12 rooms with 4 boxes would allocate 392 million states (about 38 GB).
+    assert search_states(100, 4) > 100 * MAX_SEARCH_STATES
+    with pytest.raises(ValueError, match=r"dim=\(12, 12\) with num_boxes=4 allows 392,122,500 search states"):
+        SokobanEnv(dim=(12, 12), num_boxes=4)
+    with pytest.raises(ValueError, match="num_boxes=4"):
+        generate_level(np.random.default_rng(0), dim=(12, 12), num_boxes=4)
+    with pytest.raises(ValueError, match="num_boxes=3"):
+        SokobanEnv(dim=(11, 11), num_boxes=3)
+
+
+@pytest.mark.parametrize(("dim", "num_boxes"), [((8, 8), 4), ((10, 10), 3), ((12, 12), 2)])
+def test_the_largest_allowed_settings_generate(dim, num_boxes):
+    assert search_states((dim[0] - 2) * (dim[1] - 2), num_boxes) <= MAX_SEARCH_STATES
+    env = SokobanEnv(dim=dim, num_boxes=num_boxes, min_solution_length=2, max_solution_length=6)
+    _, info = env.reset(seed=0)
+    assert len(env.level.boxes) == num_boxes and 2 <= info["optimal_length"] <= 6
+
+
+def test_solving_a_level_too_large_to_search_is_a_clear_error():
+    big = "\n".join(["#" * 40] + ["#" + "_" * 38 + "#"] * 38 + ["#" * 40])
+    rows = big.splitlines()
+    rows[1] = "#P" + "X" * 3 + "_" * 34 + "#"
+    rows[2] = "#" + "O" * 3 + "_" * 35 + "#"
+    with pytest.raises(ValueError, match="search states, over the bound"):
+        level_from_text("\n".join(rows))
+
+
+def test_levels_without_a_wall_border_or_already_solved_are_rejected():
+    walls = np.ones((3, 6), dtype=bool)
+    walls[1, 1:5] = False
+    level = Level(walls, targets=((1, 4),), boxes=((1, 3),), player=(1, 1), optimal_length=2)
+    assert level.optimal_length == 2
+    open_walls = walls.copy()
+    open_walls[1, 5] = False
+    with pytest.raises(ValueError, match="all-wall border"):
+        Level(open_walls, targets=((1, 4),), boxes=((1, 3),), player=(1, 1), optimal_length=2)
+    with pytest.raises(ValueError, match="already solved"):
+        Level(walls, targets=((1, 3),), boxes=((1, 3),), player=(1, 1), optimal_length=1)
+    with pytest.raises(ValueError, match="already solved"):
+        level_from_text("######\n#P_*_#\n######")
+    with pytest.raises(ValueError, match="as many targets as boxes"):
+        Level(walls, targets=((1, 4), (1, 2)), boxes=((1, 3),), player=(1, 1), optimal_length=2)
+    with pytest.raises(ValueError, match="is a wall"):
+        Level(walls, targets=((1, 4),), boxes=((0, 3),), player=(1, 1), optimal_length=2)
+    with pytest.raises(ValueError, match="stands on a box"):
+        Level(walls, targets=((1, 4),), boxes=((1, 3),), player=(1, 3), optimal_length=2)
+    with pytest.raises(ValueError, match="optimal_length"):
+        Level(walls, targets=((1, 4),), boxes=((1, 3),), player=(1, 1), optimal_length=0)
+    env = SokobanEnv()
+    with pytest.raises(ValueError, match="already solved"):
+        env.reset(options={"level": "######\n#P_*_#\n######"})
+    with pytest.raises(ValueError, match="options\\['level'\\] must be a Level or a map string"):
+        env.reset(options={"level": 3})
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"preset": "medium"}, r"unknown preset 'medium'"),
+        ({"dim": 6}, r"dim must be a \(height, width\) pair"),
+        ({"dim": (6, "6")}, r"dim must be an integer >= 3"),
+        ({"dim": (2, 6)}, r"dim must be an integer >= 3, got 2"),
+        ({"dim": (6, 6, 6)}, r"dim must be a \(height, width\) pair"),
+        ({"num_boxes": 0}, r"num_boxes \(for dim=\(6, 6\)\) must be an integer in \[1, 14\], got 0"),
+        ({"num_boxes": 15}, r"num_boxes \(for dim=\(6, 6\)\) must be an integer in \[1, 14\]"),
+        ({"num_boxes": "1"}, r"num_boxes .* must be an integer"),
+        ({"min_solution_length": 0}, r"min_solution_length must be an integer >= 1"),
+        (
+            {"min_solution_length": 9, "max_solution_length": 8},
+            r"max_solution_length must be an integer >= 9",
+        ),
+        ({"max_turns": 0}, r"max_turns must be an integer >= 1"),
+        ({"max_turns": "5"}, r"max_turns must be an integer >= 1"),
+        ({"max_actions_per_turn": 0}, r"max_actions_per_turn must be an integer >= 1"),
+        ({"invalid_output": "skip"}, r"invalid_output must be one of"),
+        ({"invalid_penalty": None}, r"invalid_penalty must be a finite number"),
+        ({"render_mode": "human"}, r"render_mode 'human' is not supported"),
+        ({"cell_pixels": 0}, r"cell_pixels must be an integer in \[5, 256\], got 0"),
+    ],
+)
+def test_bad_arguments_are_rejected_in_init_naming_the_argument(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        SokobanEnv(**kwargs)
+
+
+@pytest.mark.parametrize("env_id", ["freshrl/Sokoban-v0", "freshrl/SokobanHard-v0"])
+def test_make_with_bad_arguments_raises_the_envs_own_error(env_id):
+    with pytest.raises(ValueError, match="render_mode 'human' is not supported"):
+        gym.make(env_id, render_mode="human")  # not a pygame window wrapper
+    with pytest.raises(ValueError, match="num_boxes"):
+        gym.make(env_id, dim=(12, 12), num_boxes=4)
