@@ -45,6 +45,7 @@ import torch
 from safetensors import safe_open
 
 from models.chat import to_pil
+from models.names import resolve_model_path
 from models.placeholders import SUPPRESSION_BIAS, suppressed_token_ids
 from models.vllm_env import configure_vllm_environment, engine_in_process, guard_vllm_kernel_scan, on_cuda
 
@@ -94,7 +95,8 @@ class RolloutEngine:
     """vLLM generation from token ids, with per-token logprobs and in-place weight loading.
 
     Args:
-        model: a local model directory (``models.tiny.tiny_lm_path()`` makes one), or a hub id.
+        model: a model name (``models.names.MODEL_NAMES``, e.g. "smollm2"), a local model directory
+            (``models.tiny.tiny_lm_path()`` makes one), or a hub id.
         dtype: weights and activations dtype in the engine ("float32", "bfloat16", "float16" or "auto").
         max_model_len: the longest sequence (prompt + generated tokens) the engine accepts.
         seed: engine seed, and the source of request seeds when ``SamplingConfig.seed`` is None.
@@ -276,21 +278,11 @@ def _collapse_runs(token_ids: Sequence[int], token_id: int) -> list[int]:
 
 
 def _resolve_model(model: str | Path) -> str:
-    path = Path(model).expanduser()
-    if path.exists():
-        if not (path / "config.json").is_file():
-            raise FileNotFoundError(f"{path} is not a model directory (no config.json)")
-        return str(path)
-    text = str(model)
-    looks_like_hub_id = (
-        isinstance(model, str) and text.count("/") == 1 and not text.startswith((".", "~", "/"))
-    )
-    if looks_like_hub_id:
-        return text
-    raise FileNotFoundError(
-        f"model path {text} does not exist; for an offline tiny model use models.tiny.tiny_lm_path() "
-        "(or tiny_vlm_path())"
-    )
+    text = resolve_model_path(model)  # a model name, an existing path or a hub id (models/names.py)
+    path = Path(text)
+    if path.exists() and not (path / "config.json").is_file():
+        raise FileNotFoundError(f"{path} is not a model directory (no config.json)")
+    return text
 
 
 def _checkpoint_tensor_count(model: str) -> int:

@@ -22,15 +22,7 @@ import torch
 from ray.rllib.core.rl_module.torch import TorchRLModule
 
 from models.logprobs import token_logprobs
-
-
-def resolve_model_path(model_path: str | None, seed: int = 0) -> str:
-    """A local path or hub id as given, or the offline tiny LM when None."""
-    if model_path is None:
-        from models.tiny import tiny_lm_path
-
-        return str(tiny_lm_path(seed=seed))
-    return str(model_path)
+from models.names import resolve_model_path
 
 
 def is_vision_model(model_path: str) -> bool:

@@ -9,7 +9,8 @@ each is reported as generated tokens per second, with the ratio vLLM / HF. Engin
 separately. Models:
 
 - tiny: ``models.tiny.tiny_lm_path()`` (4 layers, hidden 256, 4M parameters);
-- qwen05b: ``models.tiny.qwen25_05b_like_path()``, Qwen2.5-0.5B's shape with random weights (361M parameters).
+- qwen05b: ``models.tiny.qwen25_05b_like_path()``, Qwen2.5-0.5B's shape with random weights (361M parameters);
+- smollm2: ``models.smollm2.smollm2_path()``, SmolLM2-135M-Instruct (a real model; only with ``--models``).
 
 Timing is noisy on a shared machine; re-run before relying on a digit.
 
@@ -29,9 +30,10 @@ from transformers.utils import logging as hf_logging
 
 from models.chat import ChatRenderer
 from models.engine import Prompt, RolloutEngine, SamplingConfig
+from models.smollm2 import smollm2_path
 from models.tiny import qwen25_05b_like_path, tiny_lm_path
 
-MODELS = {"tiny": tiny_lm_path, "qwen05b": qwen25_05b_like_path}
+MODELS = {"tiny": tiny_lm_path, "qwen05b": qwen25_05b_like_path, "smollm2": smollm2_path}
 
 
 def observations(count: int) -> list[str]:
