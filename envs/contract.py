@@ -701,3 +701,33 @@ def _feed(digest, value: Any) -> None:
         digest.update(value.encode("utf-8", "surrogatepass"))
     else:
         digest.update(repr(value).encode())
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """``python -m envs.contract mymodule:ns/Name-v0 [--env-config JSON]``: check an env, print the report."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m envs.contract", description=main.__doc__)
+    parser.add_argument("env", nargs="+", help="env ids: ns/Name-v0 or module:ns/Name-v0")
+    parser.add_argument("--env-config", default="{}", help="JSON kwargs for gymnasium.make")
+    parser.add_argument("--split-tasks", type=int, default=300, help="seeds per split for the leak check")
+    args = parser.parse_args(argv)
+    failed = False
+    for env_id in args.env:
+        try:
+            report = check_env_contract(
+                env_id, env_kwargs=json.loads(args.env_config), split_tasks=args.split_tasks
+            )
+        except ContractViolation as violation:
+            print(violation, flush=True)
+            failed = True
+            continue
+        print(f"{env_id} keeps the freshrl env contract:")
+        for prop, result in report.items():
+            print(f"  {prop:<18} {result}")
+    if failed:
+        raise SystemExit(1)
+
+
+if __name__ == "__main__":
+    main()
