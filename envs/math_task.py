@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from numbers import Integral
 from os import PathLike
+from pathlib import Path
 from typing import Any
 
-from envs.base import MultiTurnEnv, Outcome, Parsed
+from envs.base import MAX_TEXT_CHARS, MultiTurnEnv, Outcome, Parsed, check_real
 from envs.math_data import (
     DIFFICULTIES,
     MathProblem,
@@ -22,6 +24,10 @@ WRONG_REWARD = -1.0
 FORMAT_REMINDER = "End your response with a line of the form Answer: <answer>."
 # Answers echoed back in feedback are cut to this length so that the observation stays short.
 _ECHO_CHARS = 80
+# A problem's prompt leaves room for the reprompt line above it within the observation bound.
+MAX_PROMPT_CHARS = MAX_TEXT_CHARS - 1024
+# The longest symbolic check worth waiting for: real answers take milliseconds, pathological ones forever.
+MAX_CHECK_TIMEOUT_S = 60.0
 
 MathDataset = str | PathLike | Sequence[MathProblem] | Callable[[], Sequence[MathProblem]]
 
@@ -76,15 +82,18 @@ class MathEnv(MultiTurnEnv):
     env = gym.make(
         "freshrl/Math-v0",
         dataset=None,              # None: the generator; or a .parquet/.jsonl/.json path, a list of
-                                   # MathProblem, or a callable returning one
+                                   # MathProblem, or a callable returning one (prompts of at most
+                                   # MAX_PROMPT_CHARS, non-empty answers)
         difficulty=1,              # generator level 1, 2 or 3; None mixes them (ignored for datasets)
-        max_turns=1,               # answers allowed; above 1, a wrong answer gets feedback and a retry
+        max_turns=1,               # answers allowed, an int >= 1; above 1, a wrong answer gets feedback
         invalid_output="reprompt", # "noop" | "reprompt" | "terminate"
-        invalid_penalty=0.0,       # added for each response without an answer
-        check_timeout_s=1.0,       # bound on one symbolic equivalence check
-        render_mode=None,          # "ansi" renders the problem
+        invalid_penalty=0.0,       # any finite number, added for each response without an answer
+        check_timeout_s=1.0,       # bound on one symbolic equivalence check, in (0, 60] seconds
+        render_mode=None,          # None or "ansi" (renders the problem)
     )
     ```
+    A bad argument is a ``ValueError`` (``TypeError`` for a dataset of the wrong kind) naming the argument
+    and what it may be.
     ``info`` adds ``source`` (where the problem comes from, such as ``generated/modular/2``; every step),
     ``answer`` (the parsed answer, "" when none) and ``correct``.
     ``env.unwrapped.oracle_responses()`` returns the responses an oracle gives from the current state (the
@@ -112,12 +121,18 @@ class MathEnv(MultiTurnEnv):
             invalid_penalty=invalid_penalty,
             render_mode=render_mode,
         )
-        if difficulty is not None and difficulty not in DIFFICULTIES:
-            raise ValueError(f"difficulty must be one of {DIFFICULTIES} or None, got {difficulty!r}")
-        if check_timeout_s <= 0:
-            raise ValueError(f"check_timeout_s must be positive, got {check_timeout_s}")
-        self.difficulty = difficulty
-        self.check_timeout_s = float(check_timeout_s)
+        if difficulty is not None and (
+            isinstance(difficulty, bool)
+            or not isinstance(difficulty, Integral)
+            or difficulty not in DIFFICULTIES
+        ):
+            raise ValueError(f"difficulty must be one of {DIFFICULTIES} or None (mixed), got {difficulty!r}")
+        self.difficulty = None if difficulty is None else int(difficulty)
+        self.check_timeout_s = check_real("check_timeout_s", check_timeout_s)
+        if not 0 < self.check_timeout_s <= MAX_CHECK_TIMEOUT_S:
+            raise ValueError(
+                f"check_timeout_s must be in (0, {MAX_CHECK_TIMEOUT_S}] seconds, got {check_timeout_s!r}"
+            )
         self.problems = _resolve_dataset(dataset)
         self.problem: MathProblem | None = None
         self._seed: int | None = None
@@ -188,16 +203,37 @@ class MathEnv(MultiTurnEnv):
 
 
 def _resolve_dataset(dataset: MathDataset | None) -> list[MathProblem] | None:
+    """The problems of ``dataset``, each checked; errors name the argument and what it may be."""
     if dataset is None:
         return None
     if isinstance(dataset, str | PathLike):
+        if not Path(dataset).is_file():
+            raise FileNotFoundError(
+                f"dataset: no file at {str(dataset)!r}; give a .parquet, .jsonl or .json file"
+            )
         problems = load_problems(dataset)
     elif callable(dataset):
-        problems = list(dataset())
+        problems = dataset()
     else:
-        problems = list(dataset)
+        problems = dataset
+    if isinstance(problems, str | bytes) or not isinstance(problems, Sequence):
+        raise TypeError(
+            "dataset must be None, a .parquet/.jsonl/.json path, a list of MathProblem or a callable "
+            f"returning one; got {type(problems).__name__}"
+        )
+    problems = list(problems)
     if not problems:
-        raise ValueError("the math dataset is empty")
-    if not all(isinstance(p, MathProblem) for p in problems):
-        raise TypeError("a math dataset must hold MathProblem records (see envs.math_data)")
+        raise ValueError("dataset is empty; give at least one MathProblem")
+    for index, problem in enumerate(problems):
+        if not isinstance(problem, MathProblem):
+            raise TypeError(
+                f"dataset[{index}] is a {type(problem).__name__}; a math dataset holds MathProblem records "
+                "(see envs.math_data)"
+            )
+        if not isinstance(problem.prompt, str) or not 0 < len(problem.prompt) <= MAX_PROMPT_CHARS:
+            raise ValueError(
+                f"dataset[{index}].prompt must be a string of 1 to {MAX_PROMPT_CHARS} characters"
+            )
+        if not isinstance(problem.answer, str) or not problem.answer.strip():
+            raise ValueError(f"dataset[{index}].answer must be a non-empty string, got {problem.answer!r}")
     return problems

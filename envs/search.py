@@ -10,7 +10,7 @@ from os import PathLike
 from pathlib import Path
 from typing import Any
 
-from envs.base import MAX_TEXT_CHARS, MultiTurnEnv, Outcome, Parsed
+from envs.base import MAX_TEXT_CHARS, MultiTurnEnv, Outcome, Parsed, check_int, check_real
 from envs.retrieval.base import Passage, Retriever
 from envs.retrieval.bm25 import BM25Retriever
 from envs.retrieval.http_client import HTTPRetriever
@@ -30,6 +30,9 @@ MAX_TOPK = 50
 # characters; the state text as a whole keeps room for the reprompt around it within MAX_TEXT_CHARS.
 ECHO_CHARS = 200
 STATE_CHARS = MAX_TEXT_CHARS - 1024
+# A loaded question longer than this is no question (NQ's are under 200 characters); it keeps the prompt and
+# the state text within MAX_TEXT_CHARS.
+MAX_QUESTION_CHARS = 4096
 
 _TAGS = ("search", "answer")
 _PUNCTUATION = frozenset(string.punctuation)
@@ -71,10 +74,50 @@ def _resolve_retriever(retriever: Retriever | str | PathLike) -> Retriever:
     if isinstance(retriever, str) and retriever.startswith(("http://", "https://")):
         return HTTPRetriever(retriever)
     if isinstance(retriever, str | PathLike):
-        return BM25Retriever.load(Path(retriever))
+        try:
+            return BM25Retriever.load(Path(retriever))
+        except FileNotFoundError as exc:
+            raise FileNotFoundError(f"retriever: {exc}; or give an http URL or a Retriever") from exc
     if not isinstance(retriever, Retriever):
-        raise TypeError(f"retriever must be a Retriever, an index path or an http URL, got {type(retriever)}")
+        raise TypeError(
+            f"retriever must be a Retriever, an index path or an http URL, got {type(retriever).__name__}"
+        )
     return retriever
+
+
+def _checked_questions(questions: str | PathLike | Sequence[SearchQuestion]) -> list[SearchQuestion]:
+    """The questions of a path or a list, each checked; errors name the argument and what it may be."""
+    if isinstance(questions, str | PathLike):
+        if not Path(questions).is_file():
+            raise FileNotFoundError(
+                f"questions: no file at {str(questions)!r}; give a .jsonl, .json or .parquet"
+            )
+        questions = load_questions(questions)
+    if isinstance(questions, bytes) or not isinstance(questions, Sequence):
+        raise TypeError(
+            f"questions must be None, a .jsonl/.json/.parquet path or a list of SearchQuestion, got "
+            f"{type(questions).__name__}"
+        )
+    loaded = list(questions)
+    if not loaded:
+        raise ValueError("questions is empty; give at least one SearchQuestion")
+    for index, question in enumerate(loaded):
+        if not isinstance(question, SearchQuestion):
+            raise TypeError(f"questions[{index}] is a {type(question).__name__}, not a SearchQuestion")
+        if not isinstance(question.question, str) or not 0 < len(question.question) <= MAX_QUESTION_CHARS:
+            raise ValueError(
+                f"questions[{index}].question must be a string of 1 to {MAX_QUESTION_CHARS} characters"
+            )
+        answers = question.answers
+        if (
+            not isinstance(answers, tuple | list)
+            or not answers
+            or not all(isinstance(a, str) for a in answers)
+        ):
+            raise ValueError(
+                f"questions[{index}].answers must be a non-empty tuple of strings, got {answers!r}"
+            )
+    return loaded
 
 
 class NQSearchEnv(MultiTurnEnv):
@@ -140,16 +183,19 @@ class NQSearchEnv(MultiTurnEnv):
                                    # of SearchQuestion (then retriever is required)
         retriever=None,            # None: BM25 over the synthetic corpus; or a Retriever, a saved
                                    # BM25 index directory, or an http URL of a /retrieve server
-        topk=3,                    # passages per search
-        max_turns=4,               # responses per episode
-        max_searches=3,            # searches per episode
-        format_reward=0.0,         # reward of a wrong answer in an episode without format errors
+        topk=3,                    # passages per search, in [1, 50]
+        max_turns=4,               # responses per episode, an int >= 1
+        max_searches=3,            # searches per episode, an int >= 0
+        format_reward=0.0,         # reward of a wrong answer in an episode without format errors, [0, 1)
         invalid_output="reprompt", # "noop" | "reprompt" | "terminate"
-        invalid_penalty=0.0,       # reward of a response without a usable tag
-        world_seed=0,              # seed of the synthetic world
-        render_mode=None,          # "ansi" renders the question and the searches so far
+        invalid_penalty=0.0,       # reward of a response without a usable tag, any finite number
+        world_seed=0,              # seed of the synthetic world, an int >= 0
+        render_mode=None,          # None or "ansi" (renders the question and the searches so far)
     )
     ```
+    A bad argument is a ``ValueError`` (``TypeError`` for questions or a retriever of the wrong kind,
+    ``FileNotFoundError`` for a missing file or index) naming the argument and what it may be. Loaded
+    questions have 1 to ``MAX_QUESTION_CHARS`` characters and at least one answer.
     ``info`` adds ``searches`` (searches run so far) and ``search_failures`` (searches whose retriever
     failed), on every step; ``query`` (on a search turn),
     ``answer`` and ``exact_match`` (on the answer turn). ``env.unwrapped.oracle_responses()`` returns the
@@ -180,13 +226,14 @@ class NQSearchEnv(MultiTurnEnv):
             invalid_penalty=invalid_penalty,
             render_mode=render_mode,
         )
-        if not 1 <= topk <= MAX_TOPK:
-            raise ValueError(f"topk must be in [1, {MAX_TOPK}], got {topk}")
-        if max_searches < 0:
-            raise ValueError(f"max_searches must be >= 0, got {max_searches}")
-        self.topk = topk
-        self.max_searches = max_searches
-        self.format_reward = float(format_reward)
+        self.topk = check_int("topk", topk, 1, MAX_TOPK)
+        self.max_searches = check_int("max_searches", max_searches, 0)
+        self.format_reward = check_real("format_reward", format_reward)
+        if not 0 <= self.format_reward < 1:
+            raise ValueError(
+                f"format_reward must be in [0, 1) (below a correct answer's 1), got {format_reward!r}"
+            )
+        world_seed = check_int("world_seed", world_seed, 0)
         self._by_split: dict[str, list[SearchQuestion]] | None = None
         self._questions: list[SearchQuestion] | None = None
         if questions is None:
@@ -196,10 +243,7 @@ class NQSearchEnv(MultiTurnEnv):
         else:
             if retriever is None:
                 raise ValueError("questions need a retriever: an index path, an http URL or a Retriever")
-            loaded = load_questions(questions) if isinstance(questions, str | PathLike) else list(questions)
-            if not loaded:
-                raise ValueError("no questions")
-            self._questions = loaded
+            self._questions = _checked_questions(questions)
             self.retriever = _resolve_retriever(retriever)
         self.question: SearchQuestion | None = None
         self.searches = 0

@@ -211,15 +211,55 @@ def test_symbolic_dataset_answer():
     assert reward == 1.0
 
 
-def test_bad_arguments():
-    with pytest.raises(ValueError):
-        MathEnv(difficulty=4)
-    with pytest.raises(ValueError):
-        MathEnv(dataset=[])
-    with pytest.raises(TypeError):
-        MathEnv(dataset=[{"prompt": "p", "answer": "1"}])
-    with pytest.raises(ValueError):
-        MathEnv(check_timeout_s=0)
+BAD_ARGUMENTS = [
+    ({"difficulty": 4}, ValueError, r"difficulty must be one of \(1, 2, 3\) or None"),
+    ({"difficulty": 0}, ValueError, "difficulty"),
+    ({"difficulty": "2"}, ValueError, "difficulty"),
+    ({"difficulty": 2.0}, ValueError, "difficulty"),
+    ({"difficulty": True}, ValueError, "difficulty"),
+    ({"max_turns": 0}, ValueError, "max_turns must be an integer >= 1"),
+    ({"max_turns": "4"}, ValueError, "max_turns"),
+    ({"max_turns": 2.5}, ValueError, "max_turns"),
+    ({"max_turns": True}, ValueError, "max_turns"),
+    ({"invalid_output": "ignore"}, ValueError, "invalid_output must be one of"),
+    ({"invalid_output": None}, ValueError, "invalid_output"),
+    ({"invalid_penalty": "-0.1"}, ValueError, "invalid_penalty must be a finite number"),
+    ({"invalid_penalty": float("nan")}, ValueError, "invalid_penalty"),
+    ({"invalid_penalty": None}, ValueError, "invalid_penalty"),
+    ({"check_timeout_s": 0}, ValueError, r"check_timeout_s must be in \(0, 60.0\]"),
+    ({"check_timeout_s": -1.0}, ValueError, "check_timeout_s"),
+    ({"check_timeout_s": 3600}, ValueError, "check_timeout_s"),
+    ({"check_timeout_s": float("inf")}, ValueError, "check_timeout_s"),
+    ({"check_timeout_s": "1"}, ValueError, "check_timeout_s"),
+    ({"render_mode": "human"}, ValueError, "render_mode 'human' is not supported"),
+    ({"render_mode": "rgb_array"}, ValueError, "render_mode"),
+    ({"dataset": []}, ValueError, "dataset is empty"),
+    ({"dataset": lambda: []}, ValueError, "dataset is empty"),
+    ({"dataset": 42}, TypeError, "dataset must be None, a .parquet/.jsonl/.json path"),
+    ({"dataset": lambda: 42}, TypeError, "dataset must be"),
+    ({"dataset": {"prompt": "p"}}, TypeError, "dataset must be"),
+    ({"dataset": [{"prompt": "p", "answer": "1"}]}, TypeError, r"dataset\[0\] is a dict"),
+    ({"dataset": [HALF, "What is 1 + 1?"]}, TypeError, r"dataset\[1\] is a str"),
+    ({"dataset": [MathProblem("", "1")]}, ValueError, r"dataset\[0\].prompt must be a string of 1 to"),
+    ({"dataset": [MathProblem("p" * 70_000, "1")]}, ValueError, r"dataset\[0\].prompt"),
+    ({"dataset": [MathProblem("p", " ")]}, ValueError, r"dataset\[0\].answer must be a non-empty string"),
+    ({"dataset": [MathProblem("p", 7)]}, ValueError, r"dataset\[0\].answer"),
+    ({"dataset": "no/such/file.jsonl"}, FileNotFoundError, "dataset: no file at 'no/such/file.jsonl'"),
+]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"), BAD_ARGUMENTS, ids=[str(a[0])[:60] for a in BAD_ARGUMENTS]
+)
+def test_bad_arguments_name_the_argument_and_the_range(kwargs, error, match):
+    with pytest.raises(error, match=match):
+        MathEnv(**kwargs)
+
+
+def test_good_arguments_of_other_numeric_types():
+    env = MathEnv(difficulty=np.int64(2), max_turns=np.int32(2), invalid_penalty=np.float32(-0.5))
+    assert (env.difficulty, env.max_turns, env.invalid_penalty) == (2, 2, -0.5)
+    assert MathEnv(check_timeout_s=2).check_timeout_s == 2.0 and MathEnv(difficulty=None).difficulty is None
 
 
 @settings(max_examples=150, deadline=None)

@@ -8,6 +8,7 @@ import threading
 import warnings
 
 import gymnasium as gym
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -24,6 +25,8 @@ from envs.retrieval.server import RetrievalServer
 from envs.search import NQSearchEnv, _parse_action, exact_match, normalize_answer, synthetic_setup
 from envs.search_data import SearchQuestion, load_questions, make_world, oracle_responses
 from envs.seeds import SPLITS, seeds
+
+RETRIEVER = synthetic_setup(0)[1]
 
 
 def checked(env):
@@ -426,10 +429,71 @@ def test_env_against_a_remote_retriever():
 def test_loaded_questions_need_a_retriever():
     with pytest.raises(ValueError, match="retriever"):
         NQSearchEnv(questions=[SearchQuestion("q?", ("a",))])
-    with pytest.raises(TypeError):
-        NQSearchEnv(retriever=42)
-    with pytest.raises(ValueError):
-        NQSearchEnv(topk=0)
+
+
+QUESTION = SearchQuestion("Where?", ("here",))
+BAD_ARGUMENTS = [
+    ({"topk": 0}, ValueError, r"topk must be an integer in \[1, 50\]"),
+    ({"topk": 51}, ValueError, "topk"),
+    ({"topk": "3"}, ValueError, "topk"),
+    ({"topk": 2.0}, ValueError, "topk"),
+    ({"max_searches": -1}, ValueError, "max_searches must be an integer >= 0"),
+    ({"max_searches": "3"}, ValueError, "max_searches"),
+    ({"max_searches": None}, ValueError, "max_searches"),
+    ({"format_reward": 1.0}, ValueError, r"format_reward must be in \[0, 1\)"),
+    ({"format_reward": -0.1}, ValueError, "format_reward"),
+    ({"format_reward": "0.1"}, ValueError, "format_reward"),
+    ({"format_reward": float("nan")}, ValueError, "format_reward"),
+    ({"world_seed": -1}, ValueError, "world_seed must be an integer >= 0"),
+    ({"world_seed": "0"}, ValueError, "world_seed"),
+    ({"world_seed": 1.5}, ValueError, "world_seed"),
+    ({"max_turns": 0}, ValueError, "max_turns must be an integer >= 1"),
+    ({"max_turns": "4"}, ValueError, "max_turns"),
+    ({"invalid_output": "skip"}, ValueError, "invalid_output must be one of"),
+    ({"invalid_penalty": "x"}, ValueError, "invalid_penalty must be a finite number"),
+    ({"render_mode": "human"}, ValueError, "render_mode 'human' is not supported"),
+    ({"retriever": 42}, TypeError, "retriever must be a Retriever, an index path or an http URL, got int"),
+    ({"retriever": "no/such/index"}, FileNotFoundError, "retriever: .*no/such/index"),
+    ({"retriever": "ftp://host/retrieve"}, FileNotFoundError, "retriever"),
+    ({"questions": [], "retriever": RETRIEVER}, ValueError, "questions is empty"),
+    ({"questions": 42, "retriever": RETRIEVER}, TypeError, "questions must be None, a .jsonl/.json/.parquet"),
+    ({"questions": [{"question": "q"}], "retriever": RETRIEVER}, TypeError, r"questions\[0\] is a dict"),
+    (
+        {"questions": [QUESTION, SearchQuestion("", ("a",))], "retriever": RETRIEVER},
+        ValueError,
+        r"questions\[1\].question must be a string of 1 to 4096",
+    ),
+    (
+        {"questions": [SearchQuestion("q" * 5000 + "?", ("a",))], "retriever": RETRIEVER},
+        ValueError,
+        r"questions\[0\].question",
+    ),
+    (
+        {"questions": [SearchQuestion("q?", ())], "retriever": RETRIEVER},
+        ValueError,
+        r"questions\[0\].answers must be a non-empty tuple of strings",
+    ),
+    (
+        {"questions": [SearchQuestion("q?", (1847,))], "retriever": RETRIEVER},
+        ValueError,
+        r"questions\[0\].answers",
+    ),
+    ({"questions": "no/such/file.jsonl", "retriever": RETRIEVER}, FileNotFoundError, "questions: no file"),
+]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"), BAD_ARGUMENTS, ids=[str(a[0])[:60] for a in BAD_ARGUMENTS]
+)
+def test_bad_arguments_name_the_argument_and_the_range(kwargs, error, match):
+    with pytest.raises(error, match=match):
+        NQSearchEnv(**kwargs)
+
+
+def test_good_arguments_of_other_numeric_types():
+    env = NQSearchEnv(topk=np.int64(2), max_searches=np.int32(0), format_reward=np.float32(0.5), world_seed=0)
+    assert (env.topk, env.max_searches, env.format_reward) == (2, 0, 0.5)
+    assert isinstance(env.topk, int)
 
 
 def test_ansi_render_shows_the_question_and_the_searches():
