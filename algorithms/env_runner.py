@@ -135,6 +135,7 @@ class MultiTurnEnvRunner(EnvRunner, Checkpointable):
             collection_step=collection_step,
             policy_version=policy_version,
             group_ids=group_ids,
+            max_trajectory_response_tokens=config.max_trajectory_response_tokens,
         )
         if log_metrics:
             self._log_rollout_metrics([t for group in groups for t in group], time.perf_counter() - started)

@@ -1,6 +1,7 @@
 """Multi-turn group rollouts: P tasks x G samples, generation batched across all live conversations.
 
-For each of P task seeds, G envs are reset with the same seed (a GRPO group). Every turn, the conversations
+For each of P task seeds, G envs are reset as a GRPO group (:func:`envs.group.reset_group`: the same seed, and
+each member its index, so slippery envs give members their own luck). Every turn, the conversations
 still running are rendered to token ids and generated in one engine call; each response is stepped in its
 env and the observation is appended as chat-template glue (loss mask 0). The result is one
 :class:`Trajectory` per episode (ARCHITECTURE.md section 3).
@@ -9,6 +10,7 @@ env and the observation is appended as chat-template glue (loss mask 0). The res
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,6 +19,7 @@ import gymnasium as gym
 import numpy as np
 
 from algorithms.trajectory import Trajectory
+from envs.group import reset_group
 from models.chat import ChatRenderer, Segment
 from models.engine import Completion, Prompt, RolloutEngine, SamplingConfig
 
@@ -26,6 +29,7 @@ class _Conversation:
     env: gym.Env
     seed: int
     group_id: int
+    response_budget: int | None
     token_ids: list[int] = field(default_factory=list)
     loss_mask: list[int] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)
@@ -52,6 +56,10 @@ class _Conversation:
         self.spans.append((start, len(self.token_ids)))
         self.finish_reasons.append(completion.finish_reason)
 
+    @property
+    def generated(self) -> int:
+        return sum(end - start for start, end in self.spans)
+
 
 def rollout_groups(
     engine: RolloutEngine,
@@ -65,13 +73,17 @@ def rollout_groups(
     collection_step: int = 0,
     policy_version: int = 0,
     group_ids: Sequence[int] | None = None,
+    max_trajectory_response_tokens: int | None = None,
     on_turn: Callable[[int, int], None] | None = None,
 ) -> list[list[Trajectory]]:
     """Run ``group_size`` episodes for each seed and return the trajectories grouped by seed.
 
-    ``envs`` must hold at least ``len(seeds) * group_size`` environments; they are reset here. A
-    conversation whose next prompt would leave no room for a response within ``max_context_tokens`` ends
-    (not terminated: counted like the turn limit). ``sampling.seed`` seeds this call's generation; each
+    ``envs`` must hold at least ``len(seeds) * group_size`` environments; they are reset here, ``group_size``
+    consecutive ones per seed. A conversation whose next prompt would leave no room for a response within
+    ``max_context_tokens``, or that has used its response budget, ends (not terminated: counted like the turn
+    limit). The response budget of an episode (``Trajectory.response_budget``) is
+    ``max_trajectory_response_tokens``, by default ``sampling.max_tokens`` x the env's ``max_turns`` (None
+    for an env without ``max_turns``). ``sampling.seed`` seeds this call's generation; each
     turn uses a distinct derived seed so that the G samples of a group differ.
     """
     group_ids = list(range(len(seeds))) if group_ids is None else list(group_ids)
@@ -84,10 +96,16 @@ def rollout_groups(
         )
     conversations: list[_Conversation] = []
     for group_index, seed in enumerate(seeds):
-        for member in range(group_size):
-            env = envs[group_index * group_size + member]
-            observation, info = env.reset(seed=int(seed))
-            conversation = _Conversation(env=env, seed=int(seed), group_id=group_ids[group_index], info=info)
+        members = envs[group_index * group_size : (group_index + 1) * group_size]
+        group = reset_group(members, int(seed))
+        for env, observation, info in zip(group.envs, group.observations, group.infos, strict=True):
+            conversation = _Conversation(
+                env=env,
+                seed=int(seed),
+                group_id=group_ids[group_index],
+                response_budget=_response_budget(env, sampling.max_tokens, max_trajectory_response_tokens),
+                info=info,
+            )
             conversation.append_context(renderer.prompt(observation))
             conversations.append(conversation)
 
@@ -95,16 +113,23 @@ def rollout_groups(
     while True:
         live = [c for c in conversations if not c.done]
         for conversation in live:
-            if len(conversation.token_ids) + 1 >= max_context_tokens:
+            if len(conversation.token_ids) + 1 >= max_context_tokens or _remaining(conversation) <= 0:
                 conversation.done = True
         live = [c for c in live if not c.done]
         if not live:
             break
         # One engine call per distinct response budget: usually all conversations share the full budget,
-        # those near the context limit get a smaller one instead of shrinking everyone's.
+        # those near the context limit or the end of their response budget get a smaller one instead of
+        # shrinking everyone's.
         budgets: dict[int, list[_Conversation]] = {}
         for conversation in live:
-            budget = min(sampling.max_tokens, max_context_tokens - len(conversation.token_ids))
+            budget = int(
+                min(
+                    sampling.max_tokens,
+                    max_context_tokens - len(conversation.token_ids),
+                    _remaining(conversation),
+                )
+            )
             budgets.setdefault(budget, []).append(conversation)
         for budget, batch in budgets.items():
             turn_sampling = dataclasses.replace(
@@ -136,11 +161,24 @@ def rollout_groups(
                 policy_version=policy_version,
                 success=conversation.success,
                 terminated=conversation.terminated,
+                response_budget=conversation.response_budget,
                 images=conversation.images,
                 info=conversation.info,
             )
         )
     return groups
+
+
+def _response_budget(env: gym.Env, max_tokens: int, explicit: int | None) -> int | None:
+    if explicit is not None:
+        return explicit
+    max_turns = getattr(env.unwrapped, "max_turns", None)
+    return None if max_turns is None else max_tokens * int(max_turns)
+
+
+def _remaining(conversation: _Conversation) -> float:
+    budget = conversation.response_budget
+    return math.inf if budget is None else budget - conversation.generated
 
 
 def _step(conversation: _Conversation, completion: Completion, renderer: ChatRenderer) -> None:

@@ -30,6 +30,9 @@ class Trajectory:
     success: bool = False
     # The env ended the episode (goal, failure, answer) rather than the turn or context limit.
     terminated: bool = False
+    # Response tokens the episode could generate, all turns together (the rollout stops there): L_max of
+    # overlong shaping in the "trajectory" scope (algorithms/dapo/overlong.py). None: not recorded.
+    response_budget: int | None = None
     images: list[np.ndarray] = field(default_factory=list)
     info: dict[str, Any] = field(default_factory=dict)
     # Set by the algorithm: the reward used for advantages (return plus shaping) and the advantage.
@@ -62,5 +65,5 @@ class Trajectory:
 
     @property
     def response_truncated(self) -> bool:
-        """Some response hit the generation limit (max tokens) instead of ending by itself."""
+        """Some response hit its generation limit (max tokens) instead of ending by itself."""
         return any(reason == "length" for reason in self.finish_reasons)

@@ -10,8 +10,9 @@ weighted alike; a one-trajectory group gets advantage 0 (it carries no relative 
 group sizes the two stds differ by the constant factor sqrt(G / (G - 1)) (1.033 at G = 16). Pass ``ddof=1``
 for verl's std. ``std_normalize=False`` gives Dr. GRPO's centred rewards R_i - mean (Liu et al., 2025).
 
-A group whose rewards are all equal gets exactly zero advantages (no float residue from the mean), so the
-groups dynamic sampling drops are exactly the zero-advantage ones.
+A group whose rewards are all equal gets exactly zero advantages (no float residue from the mean): the groups
+reward-variance dynamic sampling (``dynamic_sampling_metric="reward"``) drops are exactly the zero-advantage
+ones.
 """
 
 from __future__ import annotations
@@ -28,62 +29,21 @@ def group_advantages(
     *,
     ddof: int = 0,
 ) -> np.ndarray:
-    """Advantages of groups of rewards.
+    """Advantages of a [P, G] array of rewards (P groups of G trajectories), as [P, G] float64.
 
-    rewards: a [P, G] array (P groups of G trajectories), returning [P, G]; or a list of 1-D groups of any
-    sizes, returning the advantages of all trajectories concatenated in input order (1-D).
     eps: added to the std (ignored for all-equal groups, which get 0). ddof: 0 population std, 1 sample std;
     a group of at most ``ddof`` trajectories has std 0.
     """
     _check_args(eps, ddof)
-    if isinstance(rewards, np.ndarray):
-        r = _as_finite(rewards)
-        if r.ndim != 2:
-            raise ValueError(f"a rewards array must be [P, G], got {r.shape}; pass a list for ragged groups")
-        if r.shape[1] == 0:
-            return r.copy()
-        mean = r.mean(axis=1, keepdims=True)
-        std = r.std(axis=1, ddof=ddof, keepdims=True) if r.shape[1] > ddof else np.zeros_like(mean)
-        equal = (r.max(axis=1) == r.min(axis=1))[:, None]
-        return _normalize(r, mean, std, equal, eps, std_normalize)
-    groups = [_as_finite(g) for g in rewards]
-    for g in groups:
-        if g.ndim != 1:
-            raise ValueError(f"each group must be 1-D, got shape {g.shape}")
-    ids = np.repeat(np.arange(len(groups)), [len(g) for g in groups])
-    flat = np.concatenate(groups) if groups else np.zeros(0)
-    return group_advantages_by_id(flat, ids, eps, std_normalize, ddof=ddof)
-
-
-def group_advantages_by_id(
-    rewards: np.ndarray | Sequence[float],
-    group_ids: np.ndarray | Sequence[int],
-    eps: float = 1e-6,
-    std_normalize: bool = True,
-    *,
-    ddof: int = 0,
-) -> np.ndarray:
-    """Advantages of a flat [N] array of rewards grouped by ``group_ids`` [N] (labels ``np.unique`` can sort;
-    a group's members need not be contiguous); returns [N] in the input order. Same rules as
-    :func:`group_advantages`."""
-    _check_args(eps, ddof)
     r = _as_finite(rewards)
-    ids = np.asarray(group_ids)
-    if r.ndim != 1 or ids.shape != r.shape:
-        raise ValueError(f"rewards and group_ids must be 1-D of equal length, got {r.shape} and {ids.shape}")
-    if r.size == 0:
+    if r.ndim != 2:
+        raise ValueError(f"rewards must be [P, G] (P groups of G trajectories), got shape {r.shape}")
+    if r.shape[1] == 0:
         return r.copy()
-    _, inverse, counts = np.unique(ids, return_inverse=True, return_counts=True)
-    mean = np.bincount(inverse, weights=r) / counts
-    centred = r - mean[inverse]
-    dof = counts - ddof
-    var = np.where(dof > 0, np.bincount(inverse, weights=centred**2) / np.maximum(dof, 1), 0.0)
-    g_max = np.full(counts.shape, -np.inf)
-    g_min = np.full(counts.shape, np.inf)
-    np.maximum.at(g_max, inverse, r)
-    np.minimum.at(g_min, inverse, r)
-    equal = (g_max == g_min)[inverse]
-    return _normalize(r, mean[inverse], np.sqrt(var)[inverse], equal, eps, std_normalize)
+    mean = r.mean(axis=1, keepdims=True)
+    std = r.std(axis=1, ddof=ddof, keepdims=True) if r.shape[1] > ddof else np.zeros_like(mean)
+    equal = (r.max(axis=1) == r.min(axis=1))[:, None]
+    return _normalize(r, mean, std, equal, eps, std_normalize)
 
 
 def _normalize(

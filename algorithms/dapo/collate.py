@@ -25,7 +25,7 @@ def collate(
     device: torch.device | str = "cpu",
 ) -> dict[str, torch.Tensor]:
     """Right-pad a micro-batch: input_ids/attention_mask [B, T]; loss_mask/logp_old [B, T-1]; advantages,
-    weights, truncated [B]; pixel_values/image_grid_thw when the trajectories carry images."""
+    weights [B]; pixel_values/image_grid_thw when the trajectories carry images."""
     if not trajectories:
         raise ValueError("collate() needs at least one trajectory")
     length = max(len(t.token_ids) for t in trajectories)
@@ -49,7 +49,6 @@ def collate(
         "weights": torch.tensor(
             [1.0] * batch_size if weights is None else list(weights), dtype=torch.float32
         ),
-        "truncated": torch.tensor([t.response_truncated for t in trajectories], dtype=torch.bool),
     }
     images = [image for t in trajectories for image in t.images]
     if images:

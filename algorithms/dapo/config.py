@@ -12,7 +12,9 @@ from typing import Any
 from ray.rllib.algorithms.algorithm_config import AlgorithmConfig, NotProvided
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 
+from algorithms.dapo.groups import DYNAMIC_SAMPLING_METRICS
 from algorithms.dapo.loss import LOSS_AGG_MODES
+from algorithms.dapo.overlong import OVERLONG_SCOPES
 from algorithms.replay import REPLAY_MODES
 
 AGE_UNITS = ("optimizer_steps", "iterations")
@@ -53,7 +55,11 @@ class DAPOConfig(AlgorithmConfig):
         self.prompts_per_iteration = 512  # P, DAPO section 4.1 ("512 prompts")
         self.temperature = 1.0
         self.top_p = 1.0
-        self.max_response_tokens = 20480  # per turn; also L_max of overlong shaping (DAPO section 4.1)
+        self.max_response_tokens = 20480  # per turn (DAPO section 4.1: 16384 expected + 4096 cache)
+        # Response tokens of a whole episode (all turns); the rollout stops an episode there. None: the most
+        # an episode can generate, max_response_tokens x the env's max_turns. L_max of overlong shaping in
+        # the "trajectory" scope (see overlong_scope).
+        self.max_trajectory_response_tokens: int | None = None
         self.stop_strings: tuple[str, ...] = ()
         self.task_split = "train"  # envs/seeds.py split the task seeds come from
 
@@ -67,16 +73,26 @@ class DAPOConfig(AlgorithmConfig):
 
         # Dynamic sampling (DAPO section 3.2): keep groups with 0 < #correct < G.
         self.dynamic_sampling = True
+        # What must differ within a kept group: "success" (accuracy, info["success"]: DAPO Eq. 11, as verl's
+        # acc), or "reward" (the shaped rewards, for envs whose success is not binary).
+        self.dynamic_sampling_metric = "success"
         self.max_generation_batches = 4  # verl's DAPO recipe uses max_num_gen_batches; we warn, never raise
 
         # Overlong reward shaping (DAPO section 3.4).
         self.overlong_filtering = True  # DAPO Table 1 keeps it on in every row after the first
         self.overlong_punishment = True
         self.overlong_cache_len = 4096  # L_cache, DAPO section 4.1
+        # What |y| and L_max of DAPO Eq. 13 (section 3.4) are for a multi-turn episode, for both shaping and
+        # filtering: "trajectory" (all its response tokens against max_trajectory_response_tokens; the
+        # default: DAPO's y is the whole generated answer) or "turn" (its longest response against
+        # max_response_tokens). Single-turn envs: the same. algorithms/dapo/overlong.py.
+        self.overlong_scope = "trajectory"
 
-        # Optimisation. DAPO: AdamW, lr 1e-6 constant after 20 linear warm-up steps, 16 gradient steps per
-        # rollout (512 prompts, mini-batches of 32 prompts x 16 samples).
+        # Optimisation. DAPO: AdamW, lr 1e-6 constant after a linear warm-up over 20 rollout steps, 16
+        # gradient steps per rollout (512 prompts, mini-batches of 32 prompts x 16 samples).
         self.lr = 1e-6
+        # Warm-up length in training iterations (rollout steps, as DAPO section 4.1 and verl count it; every
+        # optimizer step of iteration i, fresh or replay, uses lr * (i + 1) / warmup_steps).
         self.warmup_steps = 20
         self.weight_decay = 0.1  # verl's actor default
         self.adam_betas = (0.9, 0.999)
@@ -125,6 +141,7 @@ class DAPOConfig(AlgorithmConfig):
         temperature: float = NotProvided,
         top_p: float = NotProvided,
         max_response_tokens: int = NotProvided,
+        max_trajectory_response_tokens: int | None = NotProvided,
         stop_strings: tuple[str, ...] = NotProvided,
         task_split: str = NotProvided,
         eps_low: float = NotProvided,
@@ -134,10 +151,12 @@ class DAPOConfig(AlgorithmConfig):
         kl_coef: float = NotProvided,
         advantage_eps: float = NotProvided,
         dynamic_sampling: bool = NotProvided,
+        dynamic_sampling_metric: str = NotProvided,
         max_generation_batches: int = NotProvided,
         overlong_filtering: bool = NotProvided,
         overlong_punishment: bool = NotProvided,
         overlong_cache_len: int = NotProvided,
+        overlong_scope: str = NotProvided,
         warmup_steps: int = NotProvided,
         weight_decay: float = NotProvided,
         adam_betas: tuple[float, float] = NotProvided,
@@ -209,6 +228,27 @@ class DAPOConfig(AlgorithmConfig):
                 0 < self.overlong_cache_len <= self.max_response_tokens or not self.overlong_punishment,
                 "overlong_cache_len must be in (0, max_response_tokens] when overlong_punishment is on",
             ),
+            (
+                self.max_trajectory_response_tokens is None or self.max_trajectory_response_tokens >= 1,
+                "max_trajectory_response_tokens must be >= 1, or None for max_response_tokens x the env's "
+                f"max_turns; got {self.max_trajectory_response_tokens}",
+            ),
+            (
+                not self.overlong_punishment
+                or self.max_trajectory_response_tokens is None
+                or self.overlong_cache_len <= self.max_trajectory_response_tokens,
+                "overlong_cache_len must be <= max_trajectory_response_tokens when overlong_punishment is on",
+            ),
+            (
+                self.overlong_scope in OVERLONG_SCOPES,
+                f"overlong_scope must be one of {OVERLONG_SCOPES}, got {self.overlong_scope!r}",
+            ),
+            (
+                self.dynamic_sampling_metric in DYNAMIC_SAMPLING_METRICS,
+                f"dynamic_sampling_metric must be one of {tuple(DYNAMIC_SAMPLING_METRICS)}, "
+                f"got {self.dynamic_sampling_metric!r}",
+            ),
+            (self.warmup_steps >= 0, f"warmup_steps (iterations) must be >= 0, got {self.warmup_steps}"),
             (self.micro_batch_size >= 1, "micro_batch_size must be >= 1"),
             (self.minibatch_size is None or self.minibatch_size >= 1, "minibatch_size must be >= 1"),
             (self.model_dtype in ("float32", "bfloat16"), "model_dtype must be 'float32' or 'bfloat16'"),

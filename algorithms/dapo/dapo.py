@@ -10,7 +10,6 @@ One ``training_step`` is the story of ARCHITECTURE.md section 3:
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Sequence
 from contextlib import contextmanager
@@ -22,7 +21,7 @@ from ray.rllib.utils.metrics import ENV_RUNNER_RESULTS, LEARNER_RESULTS, NUM_ENV
 
 from algorithms.dapo.config import DAPOConfig
 from algorithms.dapo.dynamic_sampling import DynamicSampler
-from algorithms.dapo.groups import group_rewards, shape_and_score_group
+from algorithms.dapo.groups import DYNAMIC_SAMPLING_METRICS, shape_and_score_group
 from algorithms.replay import make_replay_buffer
 from algorithms.trajectory import Trajectory
 from envs.seeds import SPLITS
@@ -33,6 +32,16 @@ Group = list[Trajectory]
 MAX_ROLLOUT_ATTEMPTS = 3
 # How long to wait for a crashed runner to come back (it restarts its own vLLM engine) before giving up.
 RUNNER_RESTART_TIMEOUT_S = 900.0
+
+
+# The evaluation stream's key beside the run's seed (numpy SeedSequence entropy [seed, key]).
+EVALUATION_STREAM = 1
+
+
+def sampling_rngs(seed: int | None) -> tuple[np.random.Generator, np.random.Generator]:
+    """The generators of training's and evaluation's sampling seeds: both determined by ``seed``, and
+    independent, so that drawing evaluation seeds leaves training's sequence as it was."""
+    return np.random.default_rng(seed), np.random.default_rng([seed or 0, EVALUATION_STREAM])
 
 
 class DAPO(Algorithm):
@@ -46,12 +55,12 @@ class DAPO(Algorithm):
         self._optimizer_steps = 0
         self._policy_version = 0
         self._next_group_id = 0
-        self._rng = np.random.default_rng(config.seed)
+        self._rng, self._eval_rng = sampling_rngs(config.seed)
         self._sampler: DynamicSampler[Group] = DynamicSampler(
             config.prompts_per_iteration,
             config.max_generation_batches,
             filter_groups=config.dynamic_sampling,
-            metric=group_rewards,
+            metric=DYNAMIC_SAMPLING_METRICS[config.dynamic_sampling_metric],
         )
         self._replay = make_replay_buffer(
             config.replay_mode,
@@ -92,6 +101,7 @@ class DAPO(Algorithm):
             shape_and_score_group(
                 group,
                 overlong_punishment=self.config.overlong_punishment,
+                overlong_scope=self.config.overlong_scope,
                 max_response_tokens=self.config.max_response_tokens,
                 overlong_cache_len=self.config.overlong_cache_len,
                 advantage_eps=self.config.advantage_eps,
@@ -120,12 +130,16 @@ class DAPO(Algorithm):
         self.metrics.log_value("rollout/groups_lost", len(pending), reduce="sum")
         return [done[gid] for gid in sorted(done)]
 
-    def _sample_on_runners(self, pending: dict[int, int], **overrides: Any) -> list[Group]:
+    def _sample_on_runners(
+        self, pending: dict[int, int], rng: np.random.Generator | None = None, **overrides: Any
+    ) -> list[Group]:
+        """Roll out the ``pending`` {group id: task seed}; the sampling seed comes from ``rng`` (default: the
+        training stream)."""
         runner_group = self.env_runner_group
         kwargs = {
             "collection_step": self._age_clock(),
             "policy_version": self._policy_version,
-            "sampling_seed": int(self._rng.integers(2**31 - 1)),
+            "sampling_seed": int((self._rng if rng is None else rng).integers(2**31 - 1)),
             **overrides,
         }
         ids = sorted(pending)
@@ -152,22 +166,32 @@ class DAPO(Algorithm):
 
     def evaluate_success(self, seeds: Sequence[int], samples_per_seed: int = 1) -> list[bool]:
         """Success of ``samples_per_seed`` episodes per task seed with the current policy (training sampling
-        settings); nothing is trained, stored or counted in the training metrics."""
+        settings); nothing is trained, stored or counted in the training metrics. Its sampling seeds come from
+        their own stream, so evaluating does not change what training samples next."""
         pending = dict(enumerate(seeds))
-        groups = self._sample_on_runners(pending, group_size=samples_per_seed, log_metrics=False)
+        groups = self._sample_on_runners(
+            pending, rng=self._eval_rng, group_size=samples_per_seed, log_metrics=False
+        )
         return [t.success for group in groups for t in group]
 
     # ------------------------------------------------------------------------------------------------
     def _learn(self, trajectories: list[Trajectory], weights: np.ndarray | None, tag: str) -> None:
-        calls = self.learner_group.foreach_learner(
-            lambda learner: learner.update_from_trajectories(trajectories, weights, tag=tag)
-        )
+        """One update pass on every learner. The learning-rate warm-up counts this iteration (fresh and replay
+        passes alike); the optimizer-step count is the learners' own, so skipped steps are not counted."""
+        iteration = self.training_iteration
+
+        def update(learner) -> tuple[dict[str, Any], int]:
+            results = learner.update_from_trajectories(trajectories, weights, tag=tag, iteration=iteration)
+            return results, learner.optimizer_steps
+
+        calls = self.learner_group.foreach_learner(update)
         failed = [call.get() for call in calls if not call.ok]
         if failed:
             raise RuntimeError(f"DAPO learner update failed on {len(failed)} learner(s)") from failed[0]
-        self.metrics.aggregate([call.get() for call in calls], key=LEARNER_RESULTS)
-        minibatch = min(self.config.minibatch_size or len(trajectories), len(trajectories))
-        self._optimizer_steps += self.config.num_epochs * math.ceil(len(trajectories) / minibatch)
+        results = [call.get() for call in calls]
+        self.metrics.aggregate([metrics for metrics, _ in results], key=LEARNER_RESULTS)
+        # Every learner runs every step (DDP), so any one learner's count is the run's.
+        self._optimizer_steps = results[0][1]
 
     def _learn_from_replay(self, batch_size: int) -> None:
         if self._replay is None or len(self._replay) == 0:
@@ -284,6 +308,7 @@ class DAPO(Algorithm):
             "policy_version": self._policy_version,
             "next_group_id": self._next_group_id,
             "rng": self._rng.bit_generator.state,
+            "eval_rng": self._eval_rng.bit_generator.state,
             "sampler": self._sampler.state_dict(),
             "replay": None if self._replay is None else self._replay.state_dict(),
         }
@@ -299,6 +324,8 @@ class DAPO(Algorithm):
         self._policy_version = dapo["policy_version"]
         self._next_group_id = dapo["next_group_id"]
         self._rng.bit_generator.state = dapo["rng"]
+        if "eval_rng" in dapo:  # checkpoints from before evaluation had its own stream
+            self._eval_rng.bit_generator.state = dapo["eval_rng"]
         self._sampler.load_state_dict(dapo["sampler"])
         if self._replay is not None and dapo["replay"] is not None:
             self._replay.load_state_dict(dapo["replay"])

@@ -1,13 +1,14 @@
-"""Per-group preparation before dynamic sampling: overlong shaping, then group-normalised advantages."""
+"""Per-group preparation before dynamic sampling (overlong shaping, group-normalised advantages) and the
+values dynamic sampling compares."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
 from algorithms.dapo.advantages import group_advantages
-from algorithms.dapo.overlong import soft_overlong_penalty
+from algorithms.dapo.overlong import overlong_length, soft_overlong_penalty
 from algorithms.trajectory import Trajectory
 
 
@@ -15,28 +16,43 @@ def shape_and_score_group(
     group: Sequence[Trajectory],
     *,
     overlong_punishment: bool,
+    overlong_scope: str,
     max_response_tokens: int,
     overlong_cache_len: int,
     advantage_eps: float,
 ) -> None:
     """Set ``reward`` and ``advantage`` of every trajectory of one group, in place.
 
-    reward = episode return (+ soft overlong penalty, DAPO Eq. 13, with L_max = max_response_tokens, on the
-    longest response of the episode: for a single turn exactly the paper's |y|). The penalty goes into the
-    reward before group normalisation (DAPO section 3.4), so dynamic sampling filters on the shaped reward
-    too (verl filters on accuracy and ignores it: shared/notes/anchors.md).
+    reward = episode return (+ soft overlong penalty, DAPO Eq. 13, of the episode's length in
+    ``overlong_scope``: algorithms/dapo/overlong.py). The penalty goes into the reward before group
+    normalisation (DAPO section 3.4); it shapes the advantages inside a group but does not decide whether
+    dynamic sampling keeps the group (``dynamic_sampling_metric``, by default success).
     advantage = (R - mean_G) / (std_G + eps), 0 for all-equal groups.
     """
     rewards = np.array([t.episode_return for t in group], dtype=np.float64)
     if overlong_punishment:
-        longest = [max(t.response_lengths, default=0) for t in group]
-        rewards += soft_overlong_penalty(longest, max_response_tokens, overlong_cache_len)
+        lengths = [overlong_length(t, overlong_scope, max_response_tokens) for t in group]
+        rewards += [float(soft_overlong_penalty(y, l_max, overlong_cache_len)) for y, l_max in lengths]
     advantages = group_advantages(rewards[None, :], eps=advantage_eps)[0]
     for trajectory, reward, advantage in zip(group, rewards, advantages, strict=True):
         trajectory.reward = float(reward)
         trajectory.advantage = float(advantage)
 
 
+def group_successes(group: Sequence[Trajectory]) -> list[float]:
+    """Accuracy: 1 for a successful episode (``info["success"]``), else 0. Equal values mean #correct is 0 or
+    G, the groups DAPO's constraint 0 < #correct < G drops (DAPO Eq. 11, section 3.2)."""
+    return [float(t.success) for t in group]
+
+
 def group_rewards(group: Sequence[Trajectory]) -> list[float]:
-    """The values dynamic sampling compares: the shaped rewards."""
+    """The shaped rewards (overlong penalty included): equal values mean zero advantages. For envs whose
+    success is not binary (partial credit), where accuracy cannot say whether a group is informative."""
     return [t.reward for t in group]
+
+
+# DAPOConfig.dynamic_sampling_metric -> the values of a group that must not be all equal for it to be kept.
+DYNAMIC_SAMPLING_METRICS: dict[str, Callable[[Sequence[Trajectory]], list[float]]] = {
+    "success": group_successes,
+    "reward": group_rewards,
+}

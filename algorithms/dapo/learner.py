@@ -21,13 +21,15 @@ from ray.rllib.core.rl_module.rl_module import RLModule
 
 from algorithms.dapo.collate import collate
 from algorithms.dapo.loss import LossConfig, loss_normalizer, policy_loss
+from algorithms.dapo.overlong import is_overlong, overlong_filter_mask
 from algorithms.trajectory import Trajectory
 
 
 class DAPOTorchLearner(TorchLearner):
     def build(self) -> None:
         super().build()
-        self.optimizer_steps = 0
+        self.optimizer_steps = 0  # steps that ran (skipped empty or non-finite steps are not counted)
+        self.iteration = 0  # of the current update (update_from_trajectories)
         self._shuffle_rng = np.random.default_rng(self.config.seed)
         self._image_inputs = None
         self._pad_token_id = 0
@@ -72,9 +74,15 @@ class DAPOTorchLearner(TorchLearner):
         weights: Sequence[float] | None = None,
         *,
         tag: str = "fresh",
+        iteration: int = 0,
     ) -> dict[str, Any]:
-        """DAPO update on one batch; returns this learner's reduced metrics (``train/...``)."""
+        """DAPO update on one batch; returns this learner's reduced metrics (``train/...``).
+
+        iteration: the training iteration (rollout step, from 0) the batch belongs to; the learning-rate
+        warm-up counts it, so every step of an iteration (fresh or replay) uses the same rate.
+        """
         config = self.config
+        self.iteration = iteration
         module_id, module = self._single_module()
         optimizer = self.get_optimizer(module_id)
         weights = np.ones(len(trajectories)) if weights is None else np.asarray(weights, dtype=np.float64)
@@ -104,10 +112,10 @@ class DAPOTorchLearner(TorchLearner):
             # optimizer step, which would still move the weights through AdamW's decay and momentum.
             self.metrics.log_value("train/skipped_empty_steps", 1, reduce="sum")
             return
-        normalizer = loss_normalizer(masks, loss_cfg.loss_agg_mode, loss_cfg.max_response_tokens)
+        normalizer = loss_normalizer(masks, loss_cfg.loss_agg_mode, self._response_budget(minibatch))
         # This learner's shard; with DDP each rank averages gradients, so scale the loss back to a sum.
         world = max(1, config.num_learners)
-        shard = list(range(self._learner_index, len(minibatch), world))
+        shard, stand_in = learner_shard(len(minibatch), self._learner_index, world)
         # A group's samples side by side, so a micro-batch shares its prompt (DAPOConfig.share_prefix). The
         # order of a minibatch's rows does not change its gradient.
         shard.sort(key=lambda i: minibatch[i].group_id)
@@ -129,9 +137,8 @@ class DAPOTorchLearner(TorchLearner):
                     device=self._device,
                 )
                 out = module.forward_train(batch)
-                mask = batch["loss_mask"]
-                if config.overlong_filtering:
-                    mask = mask * (~batch["truncated"])[:, None]
+                keep = self._overlong_keep([minibatch[i] for i in rows])
+                mask = batch["loss_mask"] * keep.to(batch["loss_mask"])[:, None]
                 logp_ref = self._reference_logprobs(batch) if self._reference is not None else None
                 loss, metrics = policy_loss(
                     out["logp"],
@@ -143,7 +150,9 @@ class DAPOTorchLearner(TorchLearner):
                     weights=batch["weights"],
                     logp_ref=logp_ref,
                 )
-                (loss * world).backward()
+                (loss * (0.0 if stand_in else world)).backward()
+            if stand_in:
+                continue
             tokens = float(metrics["tokens"])
             _accumulate(sums, "tokens", tokens)
             _accumulate(sums, "loss", float(loss.detach()))
@@ -159,7 +168,9 @@ class DAPOTorchLearner(TorchLearner):
         grad_norm = torch.nn.utils.clip_grad_norm_(params, config.grad_clip or math.inf)
         if torch.isfinite(grad_norm):
             optimizer.step()
-        self.optimizer_steps += 1
+            self.optimizer_steps += 1
+        else:
+            self.metrics.log_value("train/skipped_nonfinite_steps", 1, reduce="sum")
         self._log_step(sums, float(grad_norm), optimizer, tag)
 
     def _log_step(self, sums: dict[str, float], grad_norm: float, optimizer, tag: str) -> None:
@@ -169,7 +180,7 @@ class DAPOTorchLearner(TorchLearner):
         for name in (*per_token, "mean_token_prob"):
             if tokens > 0:  # this learner's shard may hold no response tokens
                 log(f"train/{name}", sums.get(name, 0.0) / tokens, reduce="mean")
-        log("train/loss", sums.get("loss", 0.0), reduce="mean")
+        log("train/loss", self._whole_step_loss(sums.get("loss", 0.0)), reduce="mean")
         log("train/ratio_min", sums.get("ratio_min", 1.0), reduce="min")
         log("train/ratio_max", sums.get("ratio_max", 1.0), reduce="max")
         log("train/grad_norm", grad_norm, reduce="mean")
@@ -180,16 +191,38 @@ class DAPOTorchLearner(TorchLearner):
 
     # ------------------------------------------------------------------------------------------------
     def _learning_rate(self) -> float:
-        """Linear warm-up over ``warmup_steps`` optimizer steps, then constant (DAPO section 4.1)."""
+        """Linear warm-up over ``warmup_steps`` rollout iterations, then constant: DAPO section 4.1 ("linear
+        warm-up over 20 rollout steps"), as verl, which steps its scheduler once per rollout."""
         warmup = self.config.warmup_steps
-        scale = 1.0 if warmup <= 0 else min(1.0, (self.optimizer_steps + 1) / warmup)
+        scale = 1.0 if warmup <= 0 else min(1.0, (self.iteration + 1) / warmup)
         return self.config.lr * scale
 
+    def _response_budget(self, trajectories: Sequence[Trajectory]) -> int:
+        """L of ``seq-mean-token-sum-norm`` (Dr. GRPO): what one trajectory may generate, all turns together,
+        fixed for a run (``Trajectory.response_budget``; ``max_response_tokens`` where not recorded)."""
+        return max(t.response_budget or self.config.max_response_tokens for t in trajectories)
+
+    def _whole_step_loss(self, share: float) -> float:
+        """The optimizer step's loss: each learner's ``share`` is divided by the whole step's normaliser, so
+        the step's loss is their sum (a mean over learners would be 1/N of it)."""
+        if self.config.num_learners <= 1 or not torch.distributed.is_initialized():
+            return share
+        total = torch.tensor([share], dtype=torch.float64, device=self._device)
+        torch.distributed.all_reduce(total)
+        return float(total)
+
     def _effective_mask(self, trajectory: Trajectory) -> torch.Tensor:
+        """The [1, T-1] loss mask the step trains on (the same as in the micro-batches)."""
         mask = torch.tensor(trajectory.loss_mask[1:], dtype=torch.float32)[None]
-        if self.config.overlong_filtering and trajectory.response_truncated:
-            mask = torch.zeros_like(mask)
-        return mask
+        return mask * self._overlong_keep([trajectory])[:, None]
+
+    def _overlong_keep(self, trajectories: Sequence[Trajectory]) -> torch.Tensor:
+        """[B] 1.0 for trajectories that are trained on, 0.0 for those overlong filtering masks (DAPO section
+        3.4, in ``overlong_scope``)."""
+        if not self.config.overlong_filtering:
+            return torch.ones(len(trajectories))
+        overlong = [is_overlong(t, self.config.overlong_scope) for t in trajectories]
+        return torch.from_numpy(overlong_filter_mask(overlong)).float()
 
     @torch.no_grad()
     def _reference_logprobs(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -226,6 +259,17 @@ class DAPOTorchLearner(TorchLearner):
         if "dapo" in state:
             self.optimizer_steps = state["dapo"]["optimizer_steps"]
             self._shuffle_rng.bit_generator.state = state["dapo"]["shuffle_rng"]
+
+
+def learner_shard(num_rows: int, learner_index: int, num_learners: int) -> tuple[list[int], bool]:
+    """This learner's rows of a minibatch of ``num_rows`` (round robin over ``num_learners``), and whether
+    they are a stand-in. With DDP every learner must run a backward for every step (the gradient all-reduce
+    waits for all of them), so a learner whose share is empty (fewer rows than learners) gets row 0 as a
+    stand-in, to be run with its loss times 0: it adds nothing to the gradient or the metrics."""
+    rows = list(range(learner_index, num_rows, max(1, num_learners)))
+    if rows or num_rows == 0:
+        return rows, False
+    return [0], True
 
 
 def _accumulate(sums: dict[str, float], key: str, value: float) -> None:

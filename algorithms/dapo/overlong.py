@@ -8,10 +8,16 @@ Soft overlong punishment, added to the task reward before group normalisation::
 
 The middle branch includes |y| == L_max, where it equals -1, so the function is continuous and reaches -1 at
 L_max exactly. In DAPO's runs L_max = 20480 is the generation budget and L_cache = 4096 (expected length
-16384). |y| is the number of response tokens the caller counts: for multi-turn episodes, per turn or for the
-whole trajectory, matching the budget L_max stands for.
+16384). Overlong filtering masks the loss of truncated responses instead of rewarding them.
 
-Overlong filtering masks the loss of truncated responses instead of rewarding them.
+Multi-turn episodes (``OVERLONG_SCOPES``): DAPO's y is one single-turn response and L_max its generation
+budget. freshrl's default scope ``"trajectory"`` reads y as all response tokens of the episode and L_max as
+the episode's response budget (``Trajectory.response_budget``: ``max_trajectory_response_tokens``, or by
+default ``max_response_tokens`` x the env's ``max_turns``, the most an episode can generate); the episode is
+overlong (filtered) when its responses used the whole budget. Scope ``"turn"`` reads y as the longest
+response and L_max as the per-turn limit, and an episode is overlong when any response hit the generation
+limit. For a single-turn env both scopes are exactly the paper's. L_cache is ``overlong_cache_len`` tokens in
+both scopes.
 """
 
 from __future__ import annotations
@@ -19,6 +25,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+
+from algorithms.trajectory import Trajectory
+
+OVERLONG_SCOPES = ("trajectory", "turn")
 
 
 def soft_overlong_penalty(
@@ -54,3 +64,30 @@ def overlong_filter_mask(truncated: np.ndarray | Sequence[bool] | bool) -> np.nd
     if not np.all((t == 0) | (t == 1)):
         raise ValueError("truncated must hold booleans or 0/1")
     return np.where(t.astype(bool), 0.0, 1.0)
+
+
+def overlong_length(trajectory: Trajectory, scope: str, max_response_tokens: int) -> tuple[int, int]:
+    """(|y|, L_max) of Eq. 13 for one episode in ``scope`` (module docstring); ``max_response_tokens`` is
+    the per-turn generation limit, L_max of the ``"turn"`` scope."""
+    if scope == "turn":
+        return max(trajectory.response_lengths, default=0), max_response_tokens
+    return trajectory.num_response_tokens, _budget(trajectory, scope)
+
+
+def is_overlong(trajectory: Trajectory, scope: str) -> bool:
+    """Whether overlong filtering masks this episode: ``"trajectory"``, its responses used its whole
+    response budget; ``"turn"``, some response hit the generation limit (finish reason ``"length"``)."""
+    if scope == "turn":
+        return trajectory.response_truncated
+    return trajectory.num_response_tokens >= _budget(trajectory, scope)
+
+
+def _budget(trajectory: Trajectory, scope: str) -> int:
+    if scope not in OVERLONG_SCOPES:
+        raise ValueError(f"overlong scope must be one of {OVERLONG_SCOPES}, got {scope!r}")
+    if trajectory.response_budget is None:
+        raise ValueError(
+            "overlong scope 'trajectory' needs Trajectory.response_budget (the rollout sets it); set it when "
+            "building trajectories by hand, or use scope 'turn'"
+        )
+    return trajectory.response_budget

@@ -51,7 +51,7 @@ TINY_SCALE: dict[str, Any] = {
     "max_context_tokens": 1024,
     "overlong_cache_len": 16,
     "lr": 1e-4,
-    "warmup_steps": 2,
+    "warmup_steps": 2,  # iterations, as DAPO's 20 (of a far longer run)
     "minibatch_size": 16,
     "num_epochs": 2,
     "micro_batch_size": 8,

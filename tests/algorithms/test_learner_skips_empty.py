@@ -24,6 +24,7 @@ def test_fully_masked_minibatch_is_skipped():
         response_spans=[(2, 5)],
         turn_rewards=[1.0],
         finish_reasons=["length"],
+        response_budget=3,
         env_seed=0,
         group_id=0,
         collection_step=0,

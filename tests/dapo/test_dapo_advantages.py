@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from algorithms.dapo.advantages import group_advantages, group_advantages_by_id
+from algorithms.dapo.advantages import group_advantages
 
 
 def test_known_values_population_std():
@@ -40,36 +40,11 @@ def test_all_equal_groups_get_exact_zeros(value, std_normalize):
     rewards = np.full((2, 7), value)
     assert (group_advantages(rewards, std_normalize=std_normalize) == 0).all()
     assert (group_advantages(rewards, eps=0.0) == 0).all()
-    assert (group_advantages([[value] * 3, [value] * 5]) == 0).all()
-
-
-def test_ragged_groups_concatenate_in_order():
-    groups = [[1.0, 0.0], [0.5], [], [2.0, 2.0, -1.0]]
-    adv = group_advantages(groups, eps=1e-6)
-    want = np.concatenate([group_advantages(np.array([g]), eps=1e-6)[0] for g in groups if g])
-    np.testing.assert_allclose(adv, want, rtol=1e-15)
-    assert adv.shape == (6,)
-    assert adv[2] == 0.0  # a one-trajectory group has no relative information
-    assert group_advantages([]).shape == (0,)
 
 
 def test_single_trajectory_group_with_sample_std_is_zero():
     assert (group_advantages(np.array([[5.0], [1.0]]), ddof=1) == 0).all()
-    assert (group_advantages([[5.0]], ddof=1) == 0).all()
-
-
-def test_by_id_matches_grouped_input_in_any_order():
-    rng = np.random.default_rng(0)
-    rewards = rng.choice([-1.0, 0.0, 1.0], size=(5, 6))
-    rewards[1] = 1.0
-    want = group_advantages(rewards)
-    order = rng.permutation(30)
-    ids = np.repeat(np.arange(5) * 10 + 3, 6)
-    got = group_advantages_by_id(rewards.ravel()[order], ids[order])
-    np.testing.assert_allclose(got, want.ravel()[order], rtol=1e-13, atol=1e-15)
-    for ddof in (0, 1):
-        np.testing.assert_allclose(group_advantages_by_id(rewards.ravel(), ids, ddof=ddof),
-                                   group_advantages(rewards, ddof=ddof).ravel(), rtol=1e-13, atol=1e-15)
+    assert (group_advantages([[5.0]], ddof=1) == 0).all()  # nested lists are a [P, G] array too
 
 
 def test_invalid_inputs_raise():
@@ -81,5 +56,3 @@ def test_invalid_inputs_raise():
         group_advantages(np.zeros((1, 2)), eps=-1.0)
     with pytest.raises(ValueError, match="ddof"):
         group_advantages(np.zeros((1, 2)), ddof=2)
-    with pytest.raises(ValueError, match="equal length"):
-        group_advantages_by_id([1.0, 2.0], [0])

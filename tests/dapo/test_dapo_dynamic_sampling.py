@@ -7,11 +7,14 @@ import warnings
 
 import pytest
 
+from algorithms.dapo import DAPOConfig
 from algorithms.dapo.dynamic_sampling import (
     DynamicSampler,
     DynamicSamplingBudgetWarning,
     DynamicSamplingStats,
 )
+from algorithms.dapo.groups import DYNAMIC_SAMPLING_METRICS, shape_and_score_group
+from algorithms.trajectory import Trajectory
 
 
 class Batches:
@@ -117,8 +120,8 @@ def test_filter_off_keeps_every_group_with_target_and_surplus():
 
 
 def test_filters_on_the_metric_it_is_given():
-    """All answers correct but different overlong penalties: informative on the shaped reward (verl filters
-    on accuracy and drops it)."""
+    """All answers correct but different overlong penalties: informative on the shaped reward, not on
+    accuracy."""
     group = ({"acc": 1.0, "shaped": 1.0}, {"acc": 1.0, "shaped": 0.75})
     shaped = DynamicSampler(1, 1, metric=lambda g: [t["shaped"] for t in g])
     assert shaped.collect(Batches([group]))[0] == [group]
@@ -158,3 +161,69 @@ def test_non_finite_metric_raises():
 def test_invalid_arguments_raise(kwargs):
     with pytest.raises(ValueError):
         DynamicSampler(**kwargs)
+
+
+def episode(length: int, success: bool, budget: int) -> Trajectory:
+    """A one-turn episode of ``length`` response tokens (cut at ``budget``) and reward 1 if ``success``."""
+    return Trajectory(
+        token_ids=[5] * (2 + length),
+        loss_mask=[0, 0] + [1] * length,
+        behaviour_logprobs=[0.0, 0.0] + [-1.0] * length,
+        response_spans=[(2, 2 + length)],
+        turn_rewards=[float(success)],
+        finish_reasons=["length" if length >= budget else "stop"],
+        env_seed=0,
+        group_id=0,
+        collection_step=0,
+        policy_version=0,
+        success=success,
+        response_budget=budget,
+    )
+
+
+def sampler_with_defaults(config: DAPOConfig) -> DynamicSampler:
+    """The sampler DAPO.setup builds, and groups shaped as DAPO._generate_groups shapes them."""
+    return DynamicSampler(
+        1,
+        1,
+        filter_groups=config.dynamic_sampling,
+        metric=DYNAMIC_SAMPLING_METRICS[config.dynamic_sampling_metric],
+    )
+
+
+def shaped(config: DAPOConfig, group: list[Trajectory]) -> list[Trajectory]:
+    shape_and_score_group(
+        group,
+        overlong_punishment=config.overlong_punishment,
+        overlong_scope=config.overlong_scope,
+        max_response_tokens=config.max_response_tokens,
+        overlong_cache_len=config.overlong_cache_len,
+        advantage_eps=config.advantage_eps,
+    )
+    return group
+
+
+def test_defaults_keep_groups_by_accuracy_not_by_shaped_reward():
+    """Issue 11 item 1: an all-wrong group with one truncated answer (shaped rewards [-1, 0, 0, 0]) and an
+    all-correct group that differs only in length have non-zero shaped advantages, but 0 or G correct: the
+    defaults drop both (DAPO Eq. 11); a group with 0 < #correct < G is kept."""
+    config = DAPOConfig().training(max_response_tokens=40, overlong_cache_len=8, max_context_tokens=64)
+    budget = config.max_response_tokens
+    wrong = [episode(budget, False, budget)] + [episode(10, False, budget) for _ in range(3)]
+    all_wrong = shaped(config, wrong)
+    assert [t.reward for t in all_wrong] == [-1.0, 0.0, 0.0, 0.0]
+    all_right = shaped(config, [episode(n, True, budget) for n in (10, 34, 36, 10)])
+    assert len({t.reward for t in all_right}) > 1 and any(t.advantage != 0 for t in all_right)
+    mixed = shaped(config, [episode(10, True, budget)] + [episode(10, False, budget) for _ in range(3)])
+
+    with pytest.warns(DynamicSamplingBudgetWarning):
+        assert sampler_with_defaults(config).collect(Batches([all_wrong, all_right]))[0] == []
+    assert sampler_with_defaults(config).collect(Batches([all_wrong, all_right, mixed]))[0] == [mixed]
+    # The reward-variance option keeps whatever has non-zero advantages.
+    by_reward = config.copy(copy_frozen=False).training(dynamic_sampling_metric="reward")
+    assert sampler_with_defaults(by_reward).collect(Batches([all_wrong]))[0] == [all_wrong]
+
+
+def test_dynamic_sampling_metric_is_validated():
+    with pytest.raises(ValueError, match="dynamic_sampling_metric"):
+        DAPOConfig().environment("freshrl/FrozenLake-v0").training(dynamic_sampling_metric="acc").validate()
