@@ -1,0 +1,91 @@
+"""DAPO's bookkeeping without Ray or vLLM: a DAPO object with stand-in learner and runner groups. What it
+counts as optimizer steps, which iteration the learners are told, and which stream seeds evaluation."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+from ray.rllib.utils.metrics.metrics_logger import MetricsLogger
+
+from algorithms.dapo import DAPO, DAPOConfig
+from algorithms.dapo.dapo import sampling_rngs
+
+
+class Call:
+    def __init__(self, value: Any):
+        self.ok, self.value = True, value
+
+    def get(self) -> Any:
+        return self.value
+
+
+class Learner:
+    """Runs ``steps_per_update`` steps, minus the ones it skips (nothing to learn)."""
+
+    def __init__(self, steps_per_update: int, skipped: int):
+        self.steps_per_update, self.skipped = steps_per_update, skipped
+        self.optimizer_steps = 0
+        self.iterations: list[int] = []
+
+    def update_from_trajectories(self, trajectories, weights=None, *, tag="fresh", iteration=0):
+        self.iterations.append(iteration)
+        self.optimizer_steps += self.steps_per_update - self.skipped
+        return {}
+
+
+class Runner:
+    def __init__(self):
+        self.sampling_seeds: list[int] = []
+
+    def sample_groups(self, seeds, *, group_ids, sampling_seed, **kwargs):
+        self.sampling_seeds.append(sampling_seed)
+        return []
+
+    def get_metrics(self) -> dict[str, Any]:
+        return {}
+
+
+def bare_dapo(iteration: int = 0, learners=(), seed: int = 0) -> DAPO:
+    algo = DAPO.__new__(DAPO)
+    algo.config = DAPOConfig()
+    algo.metrics = MetricsLogger()
+    algo._iteration = iteration
+    algo._optimizer_steps = 0
+    algo._policy_version = 0
+    algo._rng, algo._eval_rng = sampling_rngs(seed)
+    algo.learner_group = SimpleNamespace(
+        foreach_learner=lambda fn: [Call(fn(learner)) for learner in learners]
+    )
+    runner = Runner()
+    algo.env_runner_group = SimpleNamespace(num_remote_env_runners=lambda: 0, local_env_runner=runner)
+    return algo
+
+
+def test_optimizer_steps_are_the_steps_the_learners_ran():
+    """Issue 11 item 6: skipped (empty) steps do not count, so they do not age the replay buffer; every
+    update of an iteration, fresh or replay, tells the learners the same iteration (the warm-up's unit)."""
+    learners = [Learner(steps_per_update=4, skipped=1), Learner(steps_per_update=4, skipped=1)]
+    algo = bare_dapo(iteration=7, learners=learners)
+    algo._learn([object()] * 8, None, tag="fresh")
+    algo._learn([object()] * 8, None, tag="replay")
+    assert algo._optimizer_steps == 6
+    assert learners[0].iterations == learners[1].iterations == [7, 7]
+
+
+def test_evaluation_does_not_change_what_training_samples_next():
+    """Issue 15 item 3: evaluation draws its sampling seeds from its own (deterministic) stream."""
+    plain, evaluated = bare_dapo(), bare_dapo()
+    plain._sample_on_runners({0: 1})
+    evaluated._sample_on_runners({0: 1})
+    evaluated.evaluate_success([1, 2])
+    evaluated.evaluate_success([1, 2])
+    plain._sample_on_runners({1: 1})
+    evaluated._sample_on_runners({1: 1})
+    train_seeds = plain.env_runner.sampling_seeds
+    assert evaluated.env_runner.sampling_seeds[:1] + evaluated.env_runner.sampling_seeds[3:] == train_seeds
+    # Evaluation's own seeds are reproducible and not training's.
+    again = bare_dapo()
+    again.evaluate_success([1, 2])
+    assert again.env_runner.sampling_seeds == evaluated.env_runner.sampling_seeds[1:2]
+    assert evaluated.env_runner.sampling_seeds[1] not in train_seeds
