@@ -483,7 +483,9 @@ BAD_ARGUMENTS = [
 
 
 @pytest.mark.parametrize(
-    ("kwargs", "error", "match"), BAD_ARGUMENTS, ids=[str(a[0])[:60] for a in BAD_ARGUMENTS]
+    ("kwargs", "error", "match"),
+    BAD_ARGUMENTS,
+    ids=[f"{i}-{'-'.join(a[0])}" for i, a in enumerate(BAD_ARGUMENTS)],
 )
 def test_bad_arguments_name_the_argument_and_the_range(kwargs, error, match):
     with pytest.raises(error, match=match):
