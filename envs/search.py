@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import re
 import string
+import warnings
 from collections.abc import Sequence
 from os import PathLike
 from pathlib import Path
@@ -253,6 +254,7 @@ class NQSearchEnv(MultiTurnEnv):
         self._all_format_ok = True
         self._seed: int | None = None
         self._split = "train"
+        self._warned_of_failure = False
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         self._split = split_of_reset_seed(seed)  # first: a bad seed leaves the env as it was
@@ -312,6 +314,10 @@ class NQSearchEnv(MultiTurnEnv):
             self.search_failures += 1
             self._history.append(f"search failed: {_echo(content)}")
             reason = _echo(f"{type(exc).__name__}: {exc}")
+            if not self._warned_of_failure:  # once per env, so that a dead retriever is not silent in logs
+                self._warned_of_failure = True
+                note = f"NQSearchEnv: search failed ({reason}); info['search_failures'] counts failures"
+                warnings.warn(note, stacklevel=3)  # points at the caller of step()
             message = f"search failed: {reason}. Search again or answer with <answer>answer</answer>."
             return Outcome(0.0, message, effective=False, info={"query": content})
         self.searches += 1

@@ -289,14 +289,17 @@ def test_a_failing_retriever_gives_an_observation_not_an_exception(retriever):
         retriever = _closed_port_client()
     env = NQSearchEnv(retriever=retriever)
     env.reset(seed=3)
-    observation, reward, terminated, truncated, info = env.step("<search>anything</search>")
+    with pytest.warns(UserWarning, match="search failed"):  # once, so that a dead retriever shows in logs
+        observation, reward, terminated, truncated, info = env.step("<search>anything</search>")
     assert observation.startswith("search failed: ") and env.observation_space.contains(observation)
     assert len(observation) < 500
     assert (reward, terminated, truncated) == (0.0, False, False)
     assert not info["action_effective"] and info["action_valid"] and info["format_ok"]
     assert info["search_failures"] == 1 and info["searches"] == 0
     assert env.oracle_responses()[0] == oracle_responses(env.question)[0]  # the failed search is still to do
-    *_, info = env.step("<search>again</search>")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # not again
+        *_, info = env.step("<search>again</search>")
     assert info["search_failures"] == 2 and info["searches"] == 0
     _, reward, terminated, _, info = env.step(f"<answer>{env.question.answers[0]}</answer>")
     assert reward == 1.0 and terminated and info["search_failures"] == 2
