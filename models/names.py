@@ -44,15 +44,14 @@ def resolve_model_path(model: str | Path | None, seed: int = 0, cache_dir: str |
         return str(tiny_lm_path(seed=seed, cache_dir=cache_dir))
     if isinstance(model, str) and model in MODEL_NAMES:
         return str(MODEL_NAMES[model](cache_dir))
-    check_model(model)
+    _check_model(model)
     path = Path(model).expanduser()
     return str(path) if path.exists() else str(model)
 
 
-def check_model(model: str | Path) -> None:
+def _check_model(model: str | Path) -> None:
     """A ``FileNotFoundError`` naming the choices unless ``model`` is a model name, an existing local path or
-    shaped like a hub id (``owner/name``). Builds and loads nothing, so entry points can check an argument
-    before starting anything."""
+    shaped like a hub id (``owner/name``)."""
     text = str(model)
     if (isinstance(model, str) and model in MODEL_NAMES) or Path(text).expanduser().exists():
         return
