@@ -24,7 +24,8 @@ DIRECTIONS = ("Up", "Down", "Left", "Right")
 DELTAS = {"Up": (-1, 0), "Down": (1, 0), "Left": (0, -1), "Right": (0, 1)}
 
 _CANONICAL = {name.lower(): name for name in DIRECTIONS}
-_ANSWER = re.compile(r"<answer>(.*?)</answer>", re.IGNORECASE | re.DOTALL)
+_OPEN = re.compile(r"<answer>", re.IGNORECASE)
+_CLOSE = re.compile(r"</answer>", re.IGNORECASE)
 _SEPARATORS = re.compile(r"[\s,]+")
 _DIRECTION_WORD = re.compile(r"\b(up|down|left|right)\b", re.IGNORECASE)
 
@@ -46,11 +47,27 @@ def format_instruction(max_moves: int, example: Sequence[str] = ("Left", "Up")) 
     return f"Answer with {amount} from Up, Down, Left, Right, e.g. {format_moves(example)}"
 
 
+def last_answer(response: str) -> str | None:
+    """The content of the last complete ``<answer>...</answer>`` pair (tags in any case), or None.
+
+    Pairs are found left to right, each from an opening tag to the first closing tag after it, as
+    ``re.findall(r"<answer>(.*?)</answer>")`` would; but in linear time: the lazy regex rescans to the end
+    from every unclosed tag, quadratic in the number of tags.
+    """
+    content, pos = None, 0
+    while (opening := _OPEN.search(response, pos)) is not None:
+        closing = _CLOSE.search(response, opening.end())
+        if closing is None:
+            break  # no later opening tag can be closed either
+        content, pos = response[opening.end() : closing.start()], closing.end()
+    return content
+
+
 def parse_moves(response: str, max_moves: int) -> Parsed:
     """Parse a response into a list of directions (``Parsed.action``); never raises."""
-    answers = _ANSWER.findall(response)
-    if answers:
-        tokens = [t for t in _SEPARATORS.split(answers[-1]) if t]
+    answer = last_answer(response)
+    if answer is not None:
+        tokens = [t for t in _SEPARATORS.split(answer) if t]
         if not tokens:
             return Parsed(format_ok=True, valid=False, error="empty answer")
         unknown = [t for t in tokens if t.lower() not in _CANONICAL]

@@ -1,6 +1,7 @@
 """The move-list answer format of Sokoban and FrozenLake: exact rules, and no string ever raises."""
 
 import math
+import re
 
 import gymnasium as gym
 import pytest
@@ -8,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import envs  # noqa: F401  (registers the envs)
-from envs.gridworld import format_instruction, format_moves, format_turns, parse_moves
+from envs.gridworld import format_instruction, format_moves, format_turns, last_answer, parse_moves
 
 ENV_IDS = [
     "freshrl/Sokoban-v0",
@@ -80,3 +81,21 @@ def test_arbitrary_strings_never_raise_and_are_classified(env_id, responses):
             assert reward == env.invalid_penalty and not info["action_effective"]
         if terminated or truncated:
             env.reset(seed=7)
+
+
+_REFERENCE = re.compile(r"<answer>(.*?)</answer>", re.IGNORECASE | re.DOTALL)
+
+
+@settings(max_examples=400, deadline=None)
+@given(response=RESPONSES)
+def test_last_answer_is_the_last_lazy_regex_match(response):
+    matches = _REFERENCE.findall(response)
+    assert last_answer(response) == (matches[-1] if matches else None)
+
+
+def test_many_unclosed_tags_parse_in_one_pass():
+    # The lazy regex rescanned to the end from each of these 20,000 tags (38 s); one pass takes milliseconds.
+    response = "<answer>" * 20_000 + "Left</answer>"
+    assert last_answer(response) == "<answer>" * 19_999 + "Left"
+    assert parse_moves("<answer>" * 20_000, 5).valid is False
+    assert parse_moves("<answer>" * 20_000 + "\nUp", 5).action == ["Up"]

@@ -101,3 +101,12 @@ def test_draw_in_split_is_bounded_and_keeps_the_first_match():
         draw_in_split(
             lambda: 0, lambda _: "always the same", "validation", settings="constant", max_attempts=50
         )
+
+
+def test_the_vision_env_plays_the_text_envs_map_for_every_seed():
+    text, vision = gym.make(ENV_IDS[0]).unwrapped, gym.make(ENV_IDS[1]).unwrapped
+    for split in COUNTS:
+        for seed in seeds(split, 30):
+            text.reset(seed=seed)
+            vision.reset(seed=seed)
+            assert vision.desc == text.desc
