@@ -20,8 +20,9 @@ Equivalence (:func:`is_equivalent`):
   in every thread (math-verify's own timeout uses ``SIGALRM`` and so only works in the main thread):
 
   1. cheap pre-checks reject what would blow up: answers over ``MAX_ANSWER_CHARS`` characters, exponent
-     towers (``9^9^9``, ``9^{9^{9}}``, ``9**9**9``), exponents or factorials of ``MAX_LITERAL_DIGITS`` or
-     more digits;
+     towers (``9^9^9``, ``9^{9^{9}}``, ``9**9**9``, ``(9^9)^9``), exponents or factorials of
+     ``MAX_LITERAL_DIGITS`` or more digits; and the child's address space is capped at
+     ``WORKER_MEMORY_BYTES``, so what gets past them fails to allocate rather than fill the machine;
   2. the check runs in a child process (:class:`SymbolicWorker`), started on first use together with a warm
      spare. The child bounds itself with an interval timer (it runs the check in its own main thread); a
      computation stuck in C (a huge integer power does not return to the interpreter) is ended by the parent,
@@ -53,6 +54,9 @@ MAX_LITERAL_DIGITS = 6
 MAX_INTEGER_DIGITS = 1000
 STARTUP_TIMEOUT_S = 60.0
 DEFAULT_TIMEOUT_S = 1.0
+# Address space a checking child may use (it needs about 250 MB): a huge integer that the pre-checks let
+# through fails to allocate instead of filling the machine's memory within the time bound.
+WORKER_MEMORY_BYTES = 2 * 1024**3
 
 # --------------------------------------------------------------------------------------- extraction
 
@@ -241,6 +245,7 @@ _TOWER = re.compile(
     r"(?:\^|\*\*)\s*[({]?\s*[\w.\\]+\s*[)}]?\s*(?:\^|\*\*)"  # a^b^c, a^{b}^c, a**b**c
     r"|\^\s*\{[^{}]*(?:\^|\*\*)"  # a^{b^c}
     r"|\*\*\s*\([^()]*(?:\^|\*\*)"  # a**(b**c)
+    r"|(?:\^|\*\*)[^()]*\)\s*(?:\^|\*\*)"  # (a^b)^c
 )
 _BIG_LITERAL = re.compile(
     rf"(?:\^|\*\*)\s*[({{]?\s*\d{{{MAX_LITERAL_DIGITS},}}|\d{{{MAX_LITERAL_DIGITS},}}\s*!"
@@ -270,8 +275,10 @@ def symbolic_equal(pred: str, gold: str) -> bool:
 def serve_symbolic_checks() -> None:
     """The child's loop: one JSON request per stdin line, ``1`` or ``0`` per stdout line."""
     import logging
+    import resource
     import signal
 
+    resource.setrlimit(resource.RLIMIT_AS, (WORKER_MEMORY_BYTES, WORKER_MEMORY_BYTES))
     logging.disable(logging.WARNING)  # math-verify warns that its timeouts are off; the bound is ours
 
     def on_timer(signum, frame):

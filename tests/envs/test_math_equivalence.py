@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -12,6 +13,7 @@ from hypothesis import strategies as st
 
 from envs.math_equivalence import (
     UNIT_WORDS,
+    WORKER_MEMORY_BYTES,
     SymbolicWorker,
     extract_answer,
     integer_expression,
@@ -235,6 +237,8 @@ PATHOLOGICAL = [
     "\\frac{" * 50_000,
     "1" * 100_000,
     "\\sqrt{" * 20_000 + "2" + "}" * 20_000,
+    "(99999^{99999})^{99999}",
+    "((9^9)^9)^9",
 ]
 
 
@@ -321,6 +325,18 @@ def test_a_warm_spare_replaces_a_killed_worker():
     finally:
         worker.close()
     assert worker.pid is None and worker.spare_pid is None
+
+
+def test_the_worker_cannot_fill_the_machine_memory():
+    """The backstop behind the pre-checks for size: the child's address space is capped."""
+    worker = SymbolicWorker()
+    try:
+        assert worker.check("1/2", "0.5")
+        limits = Path(f"/proc/{worker.pid}/limits").read_text()
+        (line,) = [line for line in limits.splitlines() if line.startswith("Max address space")]
+        assert line.split()[3:5] == [str(WORKER_MEMORY_BYTES)] * 2
+    finally:
+        worker.close()
 
 
 def test_checks_from_many_threads():
