@@ -36,8 +36,15 @@ import numpy as np
 
 from algorithms.replay import REPLAY_MODES
 from experiments.ray_session import start_ray
+from experiments.results_json import dumps
 from experiments.sweep import add_workload_args, workload_config
-from experiments.train import DEFAULT_ENV, flatten
+from experiments.train import (
+    DEFAULT_ENV,
+    MOSTLY_UNTRAINED_SHARE,
+    check_warm_start_args,
+    flatten,
+    trained_nothing,
+)
 
 MODE_LABELS = {
     "on_policy": "on-policy",
@@ -98,6 +105,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--output", default=None, help="results folder (default results/compare-<time>)")
     add_workload_args(parser)
     args = parser.parse_args(argv)
+    check_warm_start_args(parser, args)
     if args.iterations < 1 or args.eval_every < 1 or args.eval_seeds < 1 or args.seeds < 1:
         parser.error("--iterations, --eval-every, --eval-seeds and --seeds must be >= 1")
     return args
@@ -159,6 +167,7 @@ def train_and_evaluate(args: argparse.Namespace, config, settings: dict[str, Any
         "peak": max(trained),
         "final": trained[-1],
         "training": training,
+        "iterations_without_training": sum(trained_nothing(flat) for flat in training),
         "wall_s": time.perf_counter() - started,
     }
 
@@ -167,7 +176,7 @@ def save_run(path: Path, run: dict[str, Any]) -> None:
     """Write atomically, so an interrupted write never leaves a run that looks finished."""
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_suffix(".json.partial")
-    partial.write_text(json.dumps(run, indent=1))
+    partial.write_text(dumps(run, indent=1))
     os.replace(partial, path)
 
 
@@ -233,6 +242,7 @@ def markdown(
             for env in table
         ),
         "",
+        *_untrained_warning(runs),
         "## FreshPER paper, Table 1 (for reference only)",
         "",
         "Peak performance with Qwen2.5-3B/7B-class LLMs and VLMs, a REINFORCE++ backbone and thousands of "
@@ -249,6 +259,22 @@ def markdown(
             f"| {task} | {metric} | {on_policy:.3f} | {per:.3f} | {fresh:.3f} | {ours.get(task, '')} |"
         )
     return "\n".join(lines) + "\n"
+
+
+def _untrained_warning(runs: list[dict[str, Any]]) -> list[str]:
+    """A warning naming the runs in which most iterations trained nothing (0 informative groups)."""
+    flagged = [
+        f"{run['env'].split('/')[-1]} {run['mode']} seed {run['seed']}"
+        for run in runs
+        if run.get("iterations_without_training", 0) > MOSTLY_UNTRAINED_SHARE * len(run.get("training", []))
+    ]
+    if not flagged:
+        return []
+    return [
+        f"**Warning:** most iterations trained nothing (0 informative groups) in: {', '.join(flagged)}. "
+        "Those runs measure the starting model, not the replay mode.",
+        "",
+    ]
 
 
 def _table(table: dict[str, Any], modes: list[str], key: str) -> list[str]:
@@ -333,7 +359,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     (output / "comparison.md").write_text(text)
     plots = plot_curves(table, output)
     results = {"modes": args.modes, "envs": args.envs, "aggregate": table, "runs": runs}
-    (output / "results.json").write_text(json.dumps(results, indent=1))
+    (output / "results.json").write_text(dumps(results, indent=1))
     print(text)
     print(f"wrote {output / 'comparison.md'}, {output / 'results.json'}, {', '.join(map(str, plots))}")
     return {"output": output, "ran": ran, "skipped": skipped, "aggregate": table}

@@ -19,10 +19,14 @@ PANELS = [
 
 
 def plot_training_curves(
-    rows: list[dict[str, float]], path: Path, validation: dict[int, float] | None = None
+    rows: list[dict[str, float]],
+    path: Path,
+    validation: dict[int, float] | None = None,
+    warning: str | None = None,
 ) -> None:
     """One panel per metric over training iterations; metrics are matched by name suffix. ``validation``
-    ({iteration: success}, e.g. before and after training) is drawn on the success panel."""
+    ({iteration: success}, e.g. before and after training) is drawn on the success panel; ``warning`` (e.g.
+    that most iterations trained nothing) is the figure's title, in red."""
     fig, axes = plt.subplots(1, len(PANELS), figsize=(4 * len(PANELS), 3.2))
     for ax, (suffix, title) in zip(axes, PANELS, strict=True):
         values = [next((v for k, v in row.items() if k.endswith(suffix)), float("nan")) for row in rows]
@@ -34,6 +38,8 @@ def plot_training_curves(
         ax.set_title(title)
         ax.set_xlabel("iteration")
         ax.grid(alpha=0.3)
+    if warning:
+        fig.suptitle(warning, color="red")
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import json
 import math
 import time
 from pathlib import Path
@@ -44,7 +43,15 @@ from ray.rllib.algorithms.algorithm_config import NotProvided
 from algorithms.dapo import DAPO, DAPOConfig
 from envs.seeds import seeds as split_seeds
 from experiments.ray_session import start_ray
-from experiments.train import DEFAULT_ENV, build_config, default_model
+from experiments.results_json import write_json
+from experiments.train import (
+    DEFAULT_ENV,
+    MOSTLY_UNTRAINED_SHARE,
+    add_warm_start_args,
+    build_config,
+    check_warm_start_args,
+    default_model,
+)
 from experiments.train import parse_args as train_args
 
 VALIDATION_METRIC = "validation/success"
@@ -122,7 +129,9 @@ class ValidatedDAPO(DAPO):
 def add_workload_args(parser: argparse.ArgumentParser) -> None:
     """Options shared with ``experiments.compare``: the model and the size of the tiny workload."""
     parser.add_argument(
-        "--model", default=None, help="model dir (default: the tiny model warm-started on the env)"
+        "--model",
+        default=None,
+        help="model name (smollm2), model dir or hub id (default: the tiny model warm-started on the env)",
     )
     parser.add_argument("--env-config", default="{}", help="JSON kwargs for gymnasium.make")
     parser.add_argument("--iterations", type=int, default=3, help="training iterations per run")
@@ -142,6 +151,7 @@ def add_workload_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--num-learners", type=int, default=0, help="remote learners (0: in-process)")
     parser.add_argument("--gpu", action="store_true", help="one GPU per learner and per remote EnvRunner")
     parser.add_argument("--full-scale", action="store_true", help="paper-scale settings, not the tiny ones")
+    add_warm_start_args(parser)
 
 
 def workload_config(
@@ -154,7 +164,7 @@ def workload_config(
     """
     argv = ["--env", env, "--env-config", args.env_config, "--replay", replay, "--seed", str(seed)]
     argv += ["--num-env-runners", str(args.num_env_runners), "--num-learners", str(args.num_learners)]
-    argv += ["--model", args.model or default_model(env)]
+    argv += ["--model", args.model or default_model(env, **warm_start_options(args))]
     argv += ["--gpu"] if args.gpu else []
     argv += ["--full-scale"] if args.full_scale else []
     argv += ["--tau", str(tau)] if tau is not None else []
@@ -171,6 +181,11 @@ def workload_config(
             config.overlong_cache_len, max(1, args.max_response_tokens // 3)
         )
     return config.training(**{k: v for k, v in overrides.items() if v is not None})
+
+
+def warm_start_options(args: argparse.Namespace) -> dict[str, Any]:
+    """``default_model``'s keywords from the ``--warm-start-steps`` / ``--no-warm-start`` options."""
+    return {"warm_start_steps": args.warm_start_steps, "warm_start": args.warm_start}
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -201,6 +216,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     add_workload_args(parser)
     args = parser.parse_args(argv)
+    check_warm_start_args(parser, args)
     if args.resume and not args.name:
         parser.error("--resume needs the --name of the sweep to continue")
     if args.iterations < 1 or args.eval_every < 1 or args.eval_seeds < 1:
@@ -296,13 +312,17 @@ def trial_rows(results) -> list[dict[str, Any]]:
         frame = result.metrics_dataframe
         curve = [] if frame is None or VALIDATION_METRIC not in frame else frame[VALIDATION_METRIC].dropna()
         metrics = result.metrics or {}
+        untrained = iterations_without_training(frame)
+        iterations = int(metrics.get("training_iteration", 0))
         rows.append(
             {
                 "trial": metrics.get("trial_id", Path(result.path).name),
                 "tau": float(result.config["tau"]),
                 "eps_high": float(result.config["eps_high"]),
                 "replay": result.config["replay_mode"],
-                "iterations": int(metrics.get("training_iteration", 0)),
+                "iterations": iterations,
+                "iterations_without_training": untrained,
+                "mostly_untrained": untrained > MOSTLY_UNTRAINED_SHARE * iterations,
                 "peak_validation_success": float(max(curve)) if len(curve) else math.nan,
                 "final_validation_success": float(metrics.get(VALIDATION_METRIC, math.nan)),
                 "final_reward_mean": float(metrics.get("rollout/reward_mean", math.nan)),
@@ -312,6 +332,16 @@ def trial_rows(results) -> list[dict[str, Any]]:
             }
         )
     return rows
+
+
+def iterations_without_training(frame) -> int:
+    """Iterations of a trial's ``progress.csv`` frame in which no group was informative (nothing trained)."""
+    if frame is None or "rollout/groups_kept" not in frame:
+        return 0
+    kept = frame["rollout/groups_kept"].fillna(0)
+    if "rollout/groups_from_surplus" in frame:
+        kept = kept + frame["rollout/groups_from_surplus"].fillna(0)
+    return int((kept == 0).sum())
 
 
 def best_row(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
@@ -330,18 +360,26 @@ def summary_markdown(
         f"{args.eval_seeds} validation seeds, measured after iteration 1 and every {args.eval_every}.",
         "",
         "| trial | tau | eps_high | peak validation success | final validation success | final reward | "
-        "iterations | status |",
-        "|---|---|---|---|---|---|---|---|",
+        "iterations | iterations that trained nothing | status |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for row in rows:
         mark = " **(best)**" if best is not None and row is best else ""
         lines.append(
             f"| {row['trial']}{mark} | {row['tau']:g} | {row['eps_high']:g} "
-            f"| {row['peak_validation_success']:.3f} "
-            f"| {row['final_validation_success']:.3f} | {_number(row['final_reward_mean'])} "
-            f"| {row['iterations']} | {row['status']} |"
+            f"| {_number(row['peak_validation_success'])} "
+            f"| {_number(row['final_validation_success'])} | {_number(row['final_reward_mean'])} "
+            f"| {row['iterations']} | {row.get('iterations_without_training', 0)} | {row['status']} |"
         )
     lines.append("")
+    untrained = [row["trial"] for row in rows if row.get("mostly_untrained")]
+    if untrained:
+        lines += [
+            f"**Warning:** in trial(s) {', '.join(map(str, untrained))} most iterations trained nothing (0 "
+            "informative groups: every sample of each task got the same reward); their results measure the "
+            "starting model. Start from a model that sometimes succeeds (--warm-start-steps, --model).",
+            "",
+        ]
     if best is None:
         lines.append("No trial finished with a validation measurement.")
     else:
@@ -375,7 +413,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "trials": rows,
         "best": best,
     }
-    (folder / "summary.json").write_text(json.dumps(summary, indent=2))
+    write_json(folder / "summary.json", summary)
     print(markdown)
     print(f"wrote {folder / 'summary.md'} and summary.json; TensorBoard: tensorboard --logdir {folder}")
     return summary

@@ -5,8 +5,13 @@ the one for ``--env``, else ``frozen_lake.yaml``), and command-line options over
 
 Evaluates the starting policy on held-out validation seeds, trains for ``--iterations`` with a live progress
 bar, evaluates again, and writes a results folder: ``metrics.csv`` (one row per iteration), ``curves.png``
-(DAPO's monitoring curves and success), ``summary.json`` (success before/after with 95% Wilson intervals)
-and ``checkpoint/`` (resume with ``--resume``).
+(DAPO's monitoring curves and success), ``summary.json`` (success before/after with 95% Wilson intervals,
+and how many iterations trained nothing) and ``checkpoint/`` (resume with ``--resume``).
+
+``--env`` takes a registered id or Gymnasium's ``module:ns/Name-v0``, which imports ``module`` first (in every
+process), so an env registered in a module of one's own trains without editing freshrl
+(docs/adding_an_env.md). Without ``--model``, the tiny model is warm-started on the env's oracle first
+(``--warm-start-steps N`` sets its length, ``--no-warm-start`` skips it).
 """
 
 from __future__ import annotations
@@ -18,13 +23,25 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tqdm import tqdm
-
 DEFAULT_ENV = "freshrl/FrozenLake-v0"
 PRESETS_DIR = Path(__file__).resolve().parent / "presets"
 # What a preset file may set: the options below (same names) plus ``training``, DAPOConfig.training keys
 # applied on top of the algorithm preset.
-PRESET_KEYS = ("env", "env_config", "model", "preset", "replay", "tau", "iterations", "eval_seeds", "seed")
+PRESET_KEYS = (
+    "env",
+    "env_config",
+    "model",
+    "preset",
+    "replay",
+    "tau",
+    "iterations",
+    "eval_seeds",
+    "seed",
+    "warm_start_steps",
+)
+# A run is flagged when more than this share of its iterations trained nothing (no informative group).
+MOSTLY_UNTRAINED_SHARE = 0.5
+NOTHING_TRAINED = "0 informative groups: nothing trained this iteration"
 
 
 def load_preset(path: str | Path) -> dict[str, Any]:
@@ -47,12 +64,44 @@ def env_preset_file(env: str) -> Path | None:
     return next((path for path in files if load_preset(path).get("env") == env), None)
 
 
-def default_model(env: str) -> str:
+def default_model(env: str, *, warm_start_steps: int | None = None, warm_start: bool = True) -> str:
     """The model used when none is named: the tiny model warm-started on ``env`` (``models.warm_start``;
-    trained on first use, then cached)."""
-    from models.warm_start import warm_started_path
+    trained on first use, then cached) for ``warm_start_steps`` (None: the module's per-env default), or
+    the untrained tiny model when ``warm_start`` is False. An env without ``oracle_responses()`` is an error
+    naming its contract and the ways around it."""
+    from models.warm_start import MissingOracleError, tiny_base_path, warm_started_path
 
-    return str(warm_started_path(env))
+    if not warm_start:
+        return str(tiny_base_path(env))
+    try:
+        return str(warm_started_path(env, steps=warm_start_steps))
+    except MissingOracleError as error:
+        raise SystemExit(f"freshrl: {error}") from None
+
+
+def add_warm_start_args(parser: argparse.ArgumentParser) -> None:
+    """``--warm-start-steps`` and ``--no-warm-start``: how the default model (no ``--model``) is made."""
+    parser.add_argument(
+        "--warm-start-steps",
+        type=int,
+        default=None,
+        help="AdamW steps of the warm start on the env's oracle (default: models.warm_start's per-env value)",
+    )
+    parser.add_argument(
+        "--no-warm-start",
+        dest="warm_start",
+        action="store_false",
+        help="train the untrained tiny model (no oracle needed; it rarely succeeds, so expect little signal)",
+    )
+
+
+def check_warm_start_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    if args.warm_start_steps is not None and args.warm_start_steps < 0:
+        parser.error(f"--warm-start-steps must be >= 0, got {args.warm_start_steps}")
+    if args.warm_start_steps is not None and not args.warm_start:
+        parser.error("--warm-start-steps and --no-warm-start exclude each other")
+    if args.model is not None and (args.warm_start_steps is not None or not args.warm_start):
+        parser.error("--warm-start-steps / --no-warm-start choose the default model; drop them or --model")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -77,7 +126,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--model",
         default=None,
-        help="local model dir or hub id (default: the offline tiny model warm-started on --env)",
+        help="a model name (smollm2: SmolLM2-135M-Instruct, built offline), a local model dir or a hub id "
+        "(default: the offline tiny model warm-started on --env)",
     )
     parser.add_argument(
         "--preset", default="dapo", choices=sorted(ALGORITHM_PRESETS), help="DAPO Table 1 ladder"
@@ -99,10 +149,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--output", default=None, help="results folder (default results/<env>-<time>)")
     parser.add_argument("--resume", default=None, help="checkpoint folder to continue from")
+    add_warm_start_args(parser)
     parser.set_defaults(
         **{key: json.dumps(value) if key == "env_config" else value for key, value in preset.items()}
     )
     args = parser.parse_args(argv)
+    check_warm_start_args(parser, args)
     args.training = dict(preset.get("training") or {})
     args.preset_file = str(preset_file) if preset_file else None
     return args
@@ -151,6 +203,39 @@ def pick(flat: dict[str, float], suffix: str) -> float:
     return next((v for k, v in flat.items() if k.endswith(suffix)), float("nan"))
 
 
+def trained_nothing(flat: dict[str, float]) -> bool:
+    """No informative group this iteration (fresh or from the surplus), so the learner did not step."""
+    kept = pick(flat, "rollout/groups_kept") + pick(flat, "rollout/groups_from_surplus")
+    return kept == 0
+
+
+# Progress-bar fields: (name, metric suffix, format). Episode return and the invalid-output rate come from
+# every rollout; the others exist only when something was trained or an env reports them.
+POSTFIX = (
+    ("return", "rollout/episode_return_mean", "{:.2f}"),
+    ("invalid", "rollout/invalid_output_rate", "{:.2f}"),
+    ("success", "rollout/success", "{:.2f}"),
+    ("len", "rollout/response_length_mean", "{:.0f}"),
+    ("entropy", "train/entropy", "{:.2f}"),
+    ("tok_s", "rollout/tokens_per_s", "{:.0f}"),
+)
+
+
+def progress_postfix(flat: dict[str, float], untrained: int) -> dict[str, str]:
+    """The progress bar's fields: the metrics this iteration has (never "nan"), and when it trained nothing,
+    that, with how many iterations so far trained nothing."""
+    fields = {}
+    for name, suffix, form in POSTFIX:
+        value = pick(flat, suffix)
+        if math.isfinite(value):
+            fields[name] = form.format(value)
+    if trained_nothing(flat):
+        fields["note"] = NOTHING_TRAINED
+    if untrained:
+        fields["untrained_its"] = str(untrained)
+    return fields
+
+
 def evaluate(algo, seeds: list[int]) -> dict[str, Any]:
     successes = algo.evaluate_success(seeds)
     low, high = wilson_interval(int(sum(successes)), len(successes))
@@ -165,12 +250,17 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parse_args(argv)
     from envs.seeds import seeds as split_seeds
     from experiments.plots import plot_training_curves
+    from experiments.results_json import write_json
+    from models.progress import Progress
 
     output = Path(args.output or f"results/{args.env.split('/')[-1]}-{time.strftime('%Y%m%d-%H%M%S')}")
     output.mkdir(parents=True, exist_ok=True)
     if args.model is None:
-        print(f"freshrl: no --model; warm-starting the tiny model on {args.env} (built once, then cached)")
-        args.model = default_model(args.env)
+        what = "warm-starting the tiny model" if args.warm_start else "the untrained tiny model"
+        print(f"freshrl: no --model; {what} on {args.env} (built once, then cached)")
+        args.model = default_model(
+            args.env, warm_start_steps=args.warm_start_steps, warm_start=args.warm_start
+        )
         print(f"freshrl: starting from {args.model}")
     config = build_config(args)
     print(f"freshrl: training {args.preset} + {args.replay} on {args.env}; results in {output}")
@@ -185,36 +275,50 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
     rows: list[dict[str, float]] = []
     csv_path = output / "metrics.csv"
-    with tqdm(range(args.iterations), desc="train", unit="it") as bar:
-        for _ in bar:
+    untrained = 0
+    with Progress(range(args.iterations), desc="train", unit="it") as bar:
+        for index in bar:
             flat = flatten({k: v for k, v in algo.train().items() if k != "config"})
             rows.append(flat)
-            bar.set_postfix(
-                reward=f"{pick(flat, 'rollout/reward_mean'):.2f}",
-                success=f"{pick(flat, 'rollout/success'):.2f}",
-                len=f"{pick(flat, 'rollout/response_length_mean'):.0f}",
-                entropy=f"{pick(flat, 'train/entropy'):.2f}",
-                tok_s=f"{pick(flat, 'rollout/tokens_per_s'):.0f}",
-            )
+            if trained_nothing(flat):
+                untrained += 1
+                bar.write(
+                    f"iteration {index + 1}: {NOTHING_TRAINED} (no group of "
+                    f"{pick(flat, 'rollout/groups_sampled'):.0f} sampled had mixed outcomes; {untrained} of "
+                    f"{index + 1} iterations so far)"
+                )
+            bar.set_postfix(progress_postfix(flat, untrained))
             _write_csv(csv_path, rows)
 
     after = evaluate(algo, eval_seeds)
     print(f"success after:  {after['success']:.3f} (95% CI {after['ci95'][0]:.3f}-{after['ci95'][1]:.3f})")
     checkpoint = algo.save_to_path(str((output / "checkpoint").resolve()))
     validation = {0: before["success"], len(rows): after["success"]}  # iterations of this run
-    plot_training_curves(rows, output / "curves.png", validation)
+    mostly_untrained = untrained > MOSTLY_UNTRAINED_SHARE * len(rows)
+    warning = f"{untrained} of {len(rows)} iterations trained nothing" if mostly_untrained else None
+    plot_training_curves(rows, output / "curves.png", validation, warning)
     summary = {
         "config": args.preset_file,
         "env": args.env,
         "env_config": json.loads(args.env_config),
+        "model": args.model,
         "preset": args.preset,
         "replay": args.replay,
         "iterations": args.iterations,
         "before": before,
         "after": after,
+        "iterations_without_training": untrained,
+        "mostly_untrained": mostly_untrained,
         "checkpoint": str(checkpoint),
     }
-    (output / "summary.json").write_text(json.dumps(summary, indent=2))
+    write_json(output / "summary.json", summary)
+    if mostly_untrained:
+        print(
+            f"WARNING: {untrained} of {len(rows)} iterations trained nothing (0 informative groups: every "
+            "sample of each task got the same reward). The checkpoint is (almost) the starting model. Start "
+            "from a model that sometimes succeeds: a longer --warm-start-steps, an oracle_responses() that "
+            "solves more tasks, an easier env_config, or --model."
+        )
     algo.stop()
     print(f"wrote {csv_path}, {output / 'curves.png'}, {output / 'summary.json'}, {checkpoint}")
     return summary

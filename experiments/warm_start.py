@@ -13,6 +13,7 @@ model after each of those step counts: the way ``models.warm_start.WARM_START_ST
     python -m experiments.warm_start                                  # all five default envs
     python -m experiments.warm_start --env freshrl/Sokoban-v0 --seeds 64
     python -m experiments.warm_start --env freshrl/Math-v0 --calibrate 100,200,400
+    python -m experiments.warm_start --env mymodule:ns/Name-v0 --steps 50 --seeds 16   # an env of one's own
 """
 
 from __future__ import annotations
@@ -104,25 +105,27 @@ class Evaluator:
         return self._engines[base]
 
 
-def base_path(env_id: str, seed: int) -> Path:
-    from models.tiny import tiny_lm_path, tiny_vlm_path
-    from models.warm_start import is_vision_env
-
-    return (tiny_vlm_path if is_vision_env(env_id) else tiny_lm_path)(seed=seed)
-
-
 def report(
-    env_id: str, evaluator: Evaluator, seeds: list[int], seed: int, lr: float, skip_base: bool
+    env_id: str,
+    evaluator: Evaluator,
+    seeds: list[int],
+    seed: int,
+    lr: float,
+    skip_base: bool,
+    steps: int | None = None,
 ) -> None:
     from models.tiny import BUILD_INFO_FILE
-    from models.warm_start import load_model, warm_started_path
+    from models.warm_start import MissingOracleError, load_model, tiny_base_path, warm_started_path
 
-    base = base_path(env_id, seed)
+    base = tiny_base_path(env_id, seed=seed)
     if not skip_base:
         result = evaluator.measure(env_id, base, load_model(base).state_dict(), seeds)
         print(f"{env_id:<28} base tiny model     {result.line()}", flush=True)
     start = time.perf_counter()
-    path = warm_started_path(env_id, seed=seed, lr=lr)
+    try:
+        path = warm_started_path(env_id, seed=seed, lr=lr, steps=steps)
+    except MissingOracleError as error:
+        raise SystemExit(f"warm_start: {error}") from None
     build = json.loads((path / BUILD_INFO_FILE).read_text())
     took = time.perf_counter() - start
     result = evaluator.measure(env_id, base, load_model(path).state_dict(), seeds)
@@ -139,9 +142,9 @@ def calibrate(
     env_id: str, evaluator: Evaluator, seeds: list[int], seed: int, checkpoints: list[int], lr: float
 ) -> None:
     from models.chat import ChatRenderer
-    from models.warm_start import DEFAULT_DEMOS, demonstrations, fine_tune, load_model
+    from models.warm_start import DEFAULT_DEMOS, demonstrations, fine_tune, load_model, tiny_base_path
 
-    base = base_path(env_id, seed)
+    base = tiny_base_path(env_id, seed=seed)
     renderer = ChatRenderer(base)
     demos = demonstrations(env_id, renderer, DEFAULT_DEMOS)
     model = load_model(base)
@@ -181,6 +184,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--group-size", type=int, default=4, help="samples per task (default %(default)s)")
     parser.add_argument("--seed", type=int, default=0, help="tiny model, warm start and sampling seed")
     parser.add_argument("--skip-base", action="store_true", help="measure the warm-started models only")
+    parser.add_argument(
+        "--steps",
+        type=int,
+        default=None,
+        help="warm-start steps (default: models.warm_start's per-env value)",
+    )
     parser.add_argument("--calibrate", default=None, help="comma-separated step counts to measure instead")
     parser.add_argument(
         "--lr", type=float, default=None, help="warm start learning rate (default: the module's)"
@@ -200,7 +209,7 @@ def main(argv: list[str] | None = None) -> None:
             checkpoints = sorted(int(s) for s in args.calibrate.split(","))
             calibrate(env_id, evaluator, seeds, args.seed, checkpoints, lr)
         else:
-            report(env_id, evaluator, seeds, args.seed, lr, args.skip_base)
+            report(env_id, evaluator, seeds, args.seed, lr, args.skip_base, args.steps)
 
 
 if __name__ == "__main__":

@@ -27,6 +27,7 @@ It is written in a temporary directory and renamed into place, so a crash never 
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import shutil
 import time
@@ -38,13 +39,13 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import torch
-from tqdm import tqdm
 from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForImageTextToText, PreTrainedModel
 
 import envs  # noqa: F401  (registers the freshrl/... ids)
 from envs.seeds import seeds as split_seeds
 from models.chat import ChatRenderer
 from models.logprobs import token_logprobs
+from models.progress import Progress
 from models.tiny import BUILD_INFO_FILE, cached_build, tiny_lm_path, tiny_vlm_path, weights_digest
 
 # Bump when a change to this module changes what a warm start writes, so caches are rebuilt.
@@ -73,6 +74,30 @@ WARM_START_STEPS: dict[str, int] = {
 
 ImageInputs = Callable[[list[np.ndarray]], dict[str, torch.Tensor]]
 
+ORACLE_CONTRACT = (
+    "oracle_responses() -> list[str]: the responses an oracle gives from the current state. The warm start "
+    "calls it after reset() and again after every step, sends only the first response, ends the "
+    "demonstration on an empty list, and trains only on the episodes it solves (info['success']); it "
+    "must solve at least half of the train tasks (docs/adding_an_env.md, 'The oracle')."
+)
+
+
+class MissingOracleError(ValueError):
+    """The env has no ``oracle_responses()``, so there are no demonstrations to warm-start on."""
+
+
+def require_oracle(env: gym.Env, env_id: str) -> None:
+    """Raise :class:`MissingOracleError`, naming the contract and the ways around it, unless ``env`` has an
+    oracle."""
+    if getattr(env.unwrapped, "oracle_responses", None) is None:
+        raise MissingOracleError(
+            f"{env_id}: the warm start needs demonstrations from env.unwrapped.oracle_responses(), which "
+            f"{type(env.unwrapped).__name__} does not have.\n  Contract: {ORACLE_CONTRACT}\n  Ways around "
+            "it: implement oracle_responses(); or train from the untrained tiny model with --no-warm-start "
+            "(it rarely succeeds, so most groups carry no signal and nothing is trained); or start from a "
+            "model of your own with --model <local dir or hub id>."
+        )
+
 
 @dataclass
 class Demonstration:
@@ -91,9 +116,8 @@ def record_demonstration(env: gym.Env, renderer: ChatRenderer, seed: int) -> Dem
     The oracle is asked again after every step (it replans, e.g. after a slip). Each response is tokenized
     with ``add_special_tokens=False`` and closed with ``renderer.eos_token_id``.
     """
-    oracle = getattr(env.unwrapped, "oracle_responses", None)
-    if oracle is None:
-        raise ValueError(f"{env.spec.id if env.spec else env} has no oracle_responses(): no demonstrations")
+    require_oracle(env, env.spec.id if env.spec else str(env))
+    oracle = env.unwrapped.oracle_responses
     observation, info = env.reset(seed=int(seed))
     demo = Demonstration(token_ids=[], loss_mask=[], seed=int(seed), success=False)
     segment = renderer.prompt(observation)
@@ -201,7 +225,7 @@ def fine_tune(
     losses: list[float] = []
     with (
         torch.random.fork_rng(devices=[]),
-        tqdm(total=steps, desc="warm start", unit="step", disable=not progress) as bar,
+        Progress(total=steps, desc="warm start", unit="step", disable=not progress) as bar,
     ):
         torch.manual_seed(seed)
         for step in range(1, steps + 1):
@@ -231,6 +255,13 @@ def is_vision_env(env_id: str) -> bool:
         return getattr(env.unwrapped, "image_shape", None) is not None
     finally:
         env.close()
+
+
+def tiny_base_path(env_id: str, *, seed: int = 0, cache_dir: str | Path | None = None) -> Path:
+    """The offline tiny model for ``env_id`` (built if not cached): the VLM for envs with image
+    observations, else the LM. What the warm start starts from, and what ``--no-warm-start`` trains."""
+    builder = tiny_vlm_path if is_vision_env(env_id) else tiny_lm_path
+    return builder(seed=seed, cache_dir=cache_dir)
 
 
 def load_model(path: str | Path) -> PreTrainedModel:
@@ -263,10 +294,12 @@ def warm_started_path(
         lr, batch_size, demos: AdamW learning rate, demonstrations per step, distinct demonstrations
             (the first successful train seeds).
     """
-    if base is None:
-        builder = tiny_vlm_path if is_vision_env(env_id) else tiny_lm_path
-        base = builder(seed=seed, cache_dir=cache_dir)
-    base = Path(base)
+    probe = gym.make(env_id)
+    try:
+        require_oracle(probe, env_id)  # before building anything
+    finally:
+        probe.close()
+    base = Path(tiny_base_path(env_id, seed=seed, cache_dir=cache_dir) if base is None else base)
     steps = WARM_START_STEPS.get(env_id, DEFAULT_STEPS) if steps is None else steps
     renderer = ChatRenderer(base)
     info = {
@@ -291,6 +324,29 @@ def warm_started_path(
     return cached_build(f"warm-{env_id.split('/')[-1]}-steps{steps}-seed{seed}", info, build, cache_dir)
 
 
+def step_seconds(
+    model: PreTrainedModel,
+    batch: Sequence[Demonstration],
+    *,
+    pad_token_id: int,
+    image_inputs: ImageInputs | None = None,
+) -> float:
+    """Seconds of one warm-start step (loss, backward, AdamW update) on ``batch``, timed on a throwaway
+    copy of ``model`` so the warm start itself is unchanged."""
+    probe = copy.deepcopy(model)
+    probe.train()
+    optimizer = torch.optim.AdamW(probe.parameters(), lr=DEFAULT_LR, weight_decay=0.0)
+    started = time.perf_counter()
+    with torch.random.fork_rng(devices=[]):
+        demonstration_loss(probe, batch, pad_token_id=pad_token_id, image_inputs=image_inputs).backward()
+        optimizer.step()
+    return time.perf_counter() - started
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.1f} min"
+
+
 def _build(
     directory: Path,
     base: Path,
@@ -304,11 +360,22 @@ def _build(
     count: int,
 ) -> dict[str, Any]:
     start, start_cpu = time.perf_counter(), time.process_time()
+    print(
+        f"warm start: {env_id} is not cached; collecting {count} oracle demonstrations, then {steps} AdamW "
+        "steps (--warm-start-steps N shortens it, --no-warm-start skips it)",
+        flush=True,
+    )
     demos = demonstrations(env_id, renderer, count)
     model = load_model(base)
     pad = renderer.tokenizer.pad_token_id
     pad = renderer.eos_token_id if pad is None else pad
     image_inputs = renderer.image_inputs if renderer.is_vision else None
+    per_step = step_seconds(model, demos[:batch_size], pad_token_id=pad, image_inputs=image_inputs)
+    print(
+        f"warm start: projected {_duration(per_step * steps)} for {steps} steps ({per_step:.2f} s a step, "
+        f"measured on one batch here; demonstrations took {time.perf_counter() - start:.0f} s); then cached",
+        flush=True,
+    )
     losses = fine_tune(
         model,
         demos,

@@ -83,3 +83,16 @@ def test_aggregate_mean_std_and_range_over_seeds():
     args = compare.parse_args(["--modes", "per", "freshper", "--seeds", "2"])
     text = compare.markdown(args, compare.aggregate(runs), runs, "python -m experiments.compare")
     assert "| freshrl/FrozenLake-v0 | 0.625 ± 0.177 (n=2) | 1.000 ± 0.000 (n=1) |" in text
+
+
+def test_runs_that_trained_nothing_are_flagged():
+    untrained = {
+        **synthetic_run("per", 0, [0.0, 0.0]),
+        "training": [{}, {}],
+        "iterations_without_training": 2,
+    }
+    runs = [untrained, synthetic_run("per", 1, [0.0, 0.5])]
+    args = compare.parse_args(["--modes", "per", "--seeds", "2"])
+    text = compare.markdown(args, compare.aggregate(runs), runs, "python -m experiments.compare")
+    assert "most iterations trained nothing (0 informative groups) in: FrozenLake-v0 per seed 0." in text
+    assert "seed 1" not in text.split("trained nothing")[1].split("\n")[0]

@@ -14,8 +14,9 @@ from algorithms.dapo import DAPO
 from experiments import sweep
 from models.tiny import tiny_lm_path
 
-# Configs only: a named model is never loaded here (and no warm start is trained).
-NO_MODEL_LOAD = ["--model", "/models/not-loaded"]
+# Configs only: the named model (an existing directory, as --model requires) is never loaded here, and no
+# warm start is trained.
+NO_MODEL_LOAD = ["--model", str(Path(__file__).resolve().parent)]
 
 
 def test_tuner_runs_dapo_with_a_grid_over_tau_and_eps_high(small_dapo_config, tmp_path, ray_session):
@@ -139,5 +140,29 @@ def test_best_row_and_summary_table():
     assert best["trial"] == "b"  # errors never win; ties go to the first trial
     args = sweep.parse_args(["--name", "x"])
     text = sweep.summary_markdown(args, rows, best)
-    assert "| b **(best)** | 500 | 0.28 | 0.500 | 0.500 | n/a | 3 | ok |" in text
+    assert "| b **(best)** | 500 | 0.28 | 0.500 | 0.500 | n/a | 3 | 0 | ok |" in text
     assert "2 trials tie" in text
+
+
+def test_trials_that_trained_nothing_are_flagged_and_nan_is_written_as_na():
+    import pandas as pd
+
+    frame = pd.DataFrame({"rollout/groups_kept": [0, 0, 2], "rollout/groups_from_surplus": [0, 1, 0]})
+    assert sweep.iterations_without_training(frame) == 1
+    assert sweep.iterations_without_training(None) == 0
+    row = {
+        "trial": "t",
+        "tau": 50,
+        "eps_high": 0.28,
+        "peak_validation_success": math.nan,
+        "final_validation_success": math.nan,
+        "final_reward_mean": math.nan,
+        "iterations": 3,
+        "iterations_without_training": 3,
+        "mostly_untrained": True,
+        "status": "ok",
+        "checkpoint": None,
+    }
+    text = sweep.summary_markdown(sweep.parse_args(["--name", "x"]), [row], sweep.best_row([row]))
+    assert "| t | 50 | 0.28 | n/a | n/a | n/a | 3 | 3 | ok |" in text and "nan" not in text
+    assert "most iterations trained nothing" in text

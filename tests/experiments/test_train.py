@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import csv
 import json
+import math
+
+import pytest
 
 from algorithms.dapo import presets
 from experiments import train
@@ -46,3 +49,81 @@ def test_train_writes_results_and_resumes(tmp_path, monkeypatch, ray_session):
     rows = read_rows(second / "metrics.csv")
     assert [float(row["training_iteration"]) for row in rows] == [2.0]
     assert (second / "summary.json").exists() and (second / "checkpoint" / "rllib_checkpoint.json").exists()
+
+
+NOTHING = {"rollout/groups_sampled": 12.0, "rollout/groups_kept": 0.0, "rollout/groups_from_surplus": 0.0}
+
+
+def test_an_iteration_that_trained_nothing_says_so_and_shows_only_metrics_that_exist():
+    flat = {**NOTHING, "rollout/episode_return_mean": -0.3, "rollout/tokens_per_s": 120.0}
+    assert train.trained_nothing(flat)
+    fields = train.progress_postfix(flat, untrained=3)
+    assert fields["note"] == "0 informative groups: nothing trained this iteration"
+    assert fields["return"] == "-0.30" and fields["untrained_its"] == "3"
+    assert "nan" not in " ".join(fields.values())
+    assert "success" not in fields and "entropy" not in fields  # not measured when nothing was trained
+    trained = {
+        **flat,
+        "rollout/groups_kept": 2.0,
+        "rollout/success": 0.25,
+        "rollout/invalid_output_rate": 0.5,
+    }
+    assert not train.trained_nothing(trained)
+    fields = train.progress_postfix(trained, untrained=0)
+    assert "note" not in fields and fields["success"] == "0.25" and fields["invalid"] == "0.50"
+    # Groups left over from the previous iteration are trained on too.
+    assert not train.trained_nothing({**NOTHING, "rollout/groups_from_surplus": 1.0})
+
+
+def test_warm_start_options(monkeypatch):
+    args = train.parse_args(["--warm-start-steps", "25"])
+    assert (args.warm_start_steps, args.warm_start) == (25, True)
+    assert train.parse_args(["--no-warm-start"]).warm_start is False
+    for bad in (["--warm-start-steps", "-1"], ["--warm-start-steps", "5", "--no-warm-start"]):
+        with pytest.raises(SystemExit):
+            train.parse_args(bad)
+    with pytest.raises(SystemExit, match="2"):  # argparse's usage error
+        train.parse_args(["--model", "smollm2", "--no-warm-start"])
+    chosen = {}
+    monkeypatch.setattr(
+        "models.warm_start.warm_started_path", lambda env, steps: chosen.setdefault(env, steps) or "/w"
+    )
+    monkeypatch.setattr("models.warm_start.tiny_base_path", lambda env: f"/base-{env}")
+    assert train.default_model("e", warm_start_steps=7) == "7" and chosen == {"e": 7}
+    assert train.default_model("e", warm_start=False) == "/base-e"
+
+
+def test_an_env_without_oracle_stops_train_with_the_contract(monkeypatch):
+    from models.warm_start import MissingOracleError
+
+    def missing(env, steps):
+        raise MissingOracleError("x: needs oracle_responses()")
+
+    monkeypatch.setattr("models.warm_start.warm_started_path", missing)
+    with pytest.raises(SystemExit, match="oracle_responses"):
+        train.default_model("x")
+
+
+def test_module_colon_id_envs_need_no_shipped_preset(tmp_path):
+    env = "examples.guess_number:examples/GuessNumber-v0"
+    args = train.parse_args(["--env", env, "--model", str(tmp_path)])
+    assert args.preset_file is None and args.env == env
+    config = train.build_config(args)
+    config.validate()
+    assert config.env == env
+
+
+def test_written_json_is_strict(tmp_path):
+    from experiments.results_json import write_json
+
+    path = tmp_path / "s.json"
+    write_json(path, {"peak": math.nan, "rows": [{"x": math.inf}, (1.0, -math.inf)], "ok": 0.5})
+
+    def reject(constant):
+        raise ValueError(f"not JSON: {constant}")
+
+    assert json.loads(path.read_text(), parse_constant=reject) == {
+        "peak": None,
+        "rows": [{"x": None}, [1.0, None]],
+        "ok": 0.5,
+    }

@@ -179,3 +179,37 @@ def test_vision_demonstration_loss_uses_the_images(vlm_path: Path):
     assert model.model.visual.patch_embed.proj.weight.grad.abs().sum() > 0
     with pytest.raises(ValueError, match="images"):
         demonstration_loss(model, demos, pad_token_id=renderer.eos_token_id)
+
+
+class NoOracle(gym.Env):
+    """An env without oracle_responses(): nothing to warm-start on."""
+
+    observation_space = gym.spaces.Text(8)
+    action_space = gym.spaces.Text(8)
+
+
+def test_an_env_without_oracle_is_named_before_anything_is_built(tmp_path: Path):
+    if "tests/NoOracle-v0" not in gym.registry:
+        gym.register(id="tests/NoOracle-v0", entry_point=NoOracle)
+    with pytest.raises(warm_start.MissingOracleError) as caught:
+        warm_started_path("tests/NoOracle-v0", cache_dir=tmp_path)
+    message = str(caught.value)
+    for needed in ("oracle_responses()", "list[str]", "after every step", "--no-warm-start", "--model"):
+        assert needed in message
+    assert not list(tmp_path.iterdir()), "no tiny model was built for an env that cannot be warm-started"
+
+
+def test_a_build_prints_its_projected_cost_first(lm_path: Path, tmp_path: Path, capsys):
+    warm_started_path(FROZEN_LAKE, base=lm_path, steps=2, demos=4, batch_size=2, cache_dir=tmp_path)
+    out = capsys.readouterr().out
+    assert "not cached" in out and "--warm-start-steps" in out and "--no-warm-start" in out
+    assert out.index("not cached") < out.index("projected") and " s a step" in out
+
+
+def test_step_seconds_times_a_copy(lm_path: Path):
+    renderer = ChatRenderer(lm_path)
+    model = load_model(lm_path)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    demos = demonstrations(FROZEN_LAKE, renderer, 2)
+    assert warm_start.step_seconds(model, demos, pad_token_id=renderer.eos_token_id) > 0
+    assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
