@@ -63,6 +63,15 @@ PROPERTIES = (
     "splits",
 )
 INFO_KEYS = ("format_ok", "action_valid", "action_effective", "success", "turn")
+DEFAULT_OPTIONS: dict[str, Any] = {
+    "fuzz_samples": 64,
+    "split_tasks": 300,
+    "oracle_episodes": 16,
+    "oracle_min_success": 0.5,  # the warm start's own limit (models.warm_start.demonstrations)
+    "max_step_seconds": 10.0,  # a hang guard, not a benchmark: the suite's parsers take milliseconds
+    "fresh_interpreter": True,
+    "seed": 0,
+}
 
 # Model outputs that broke or slowed parsers here or in the suites freshrl learned from: empty and control
 # strings, lone surrogates (``str.encode`` raises), unclosed and nested tags, huge numbers, special tokens,
@@ -156,13 +165,7 @@ def check_env_contract(
     *,
     env_kwargs: dict[str, Any] | None = None,
     properties: Iterable[str] | None = None,
-    fuzz_samples: int = 64,
-    split_tasks: int = 300,
-    oracle_episodes: int = 16,
-    oracle_min_success: float = 0.5,
-    max_step_seconds: float = 10.0,
-    fresh_interpreter: bool = True,
-    seed: int = 0,
+    **options: Any,
 ) -> dict[str, str]:
     """Check ``env`` against the contract; returns {property: "ok" or "skipped: <why>"}.
 
@@ -171,17 +174,16 @@ def check_env_contract(
             factory called as ``factory(**kwargs)``.
         env_kwargs: keyword arguments for every env made (``gymnasium.make(env, **env_kwargs)``).
         properties: the names to check (default: all of :data:`PROPERTIES`).
-        fuzz_samples: random responses on top of :data:`ADVERSARIAL_RESPONSES` (drawn from ``seed``).
-        split_tasks: seeds per split whose first observations are compared by the ``splits`` check.
-        oracle_episodes: train tasks the oracle plays; ``oracle_min_success``: the share it must solve
-            (the warm start gives up below one half).
-        max_step_seconds: a step slower than this on any response counts as a hang.
-        fresh_interpreter: also replay the determinism check in two fresh Python processes (ids only).
-        seed: seed of the random responses.
+        options: any of :data:`DEFAULT_OPTIONS`: ``fuzz_samples``, random responses on top of
+            :data:`ADVERSARIAL_RESPONSES` (drawn from ``seed``); ``split_tasks``, seeds per split whose first
+            observations the ``splits`` check compares; ``oracle_episodes``, train tasks the oracle plays,
+            of which it must solve ``oracle_min_success`` (the warm start gives up below one half);
+            ``max_step_seconds``, a step slower than this (twice) counts as a hang; ``fresh_interpreter``,
+            also replay the determinism check in two fresh Python processes (ids only).
 
     Raises:
         ContractViolation: naming every property that failed, with the response, seed or task involved.
-        ValueError: an unknown property name.
+        ValueError: an unknown property or option name.
     """
     chosen = list(PROPERTIES if properties is None else properties)
     unknown = sorted(set(chosen) - set(PROPERTIES))
@@ -191,18 +193,7 @@ def check_env_contract(
     failures: dict[str, str] = {}
     for prop in chosen:
         try:
-            report[prop] = check_property(
-                env,
-                prop,
-                env_kwargs=env_kwargs,
-                fuzz_samples=fuzz_samples,
-                split_tasks=split_tasks,
-                oracle_episodes=oracle_episodes,
-                oracle_min_success=oracle_min_success,
-                max_step_seconds=max_step_seconds,
-                fresh_interpreter=fresh_interpreter,
-                seed=seed,
-            )
+            report[prop] = check_property(env, prop, env_kwargs=env_kwargs, **options)
         except ContractViolation as violation:
             failures.update(violation.failures)
     if failures:
@@ -217,17 +208,11 @@ def check_property(
     "skipped: <why>", else :class:`ContractViolation`."""
     if prop not in PROPERTIES:
         raise ValueError(f"unknown contract property {prop!r}; choose from {list(PROPERTIES)}")
+    unknown = sorted(set(options) - set(DEFAULT_OPTIONS))
+    if unknown:
+        raise ValueError(f"unknown contract options {unknown}; choose from {sorted(DEFAULT_OPTIONS)}")
     make = _maker(env, env_kwargs or {})
-    defaults = {
-        "fuzz_samples": 64,
-        "split_tasks": 300,
-        "oracle_episodes": 16,
-        "oracle_min_success": 0.5,
-        "max_step_seconds": 10.0,
-        "fresh_interpreter": True,
-        "seed": 0,
-    }
-    options = {**defaults, **options}
+    options = {**DEFAULT_OPTIONS, **options}
     try:
         return _CHECKS[prop](env, make, env_kwargs or {}, options) or "ok"
     except _Failed as failed:
@@ -302,7 +287,7 @@ def _never_raises(env, make, kwargs, options) -> None:
                     "the parser's work"
                 )
         history.append(response)
-        if instance_done(instance):
+        if _is_done(instance):
             episode += 1
             history = []
             instance.reset(seed=train[episode % len(train)])
@@ -316,7 +301,7 @@ def _observation_space(env, make, kwargs, options) -> None:
         for seed in split_seeds(split, 4):
             observation, _ = instance.reset(seed=seed)
             _in_space(space, observation, f"reset(seed={seed})")
-            for turn in range(instance_max_turns(instance) + 1):
+            for turn in range(_max_turns(instance) + 1):
                 answers = oracle() if oracle is not None else []
                 response = answers[0] if answers and turn % 2 == 0 else INVALID_CANDIDATES[turn % 5]
                 observation, _, terminated, truncated, _ = instance.step(response)
@@ -379,7 +364,7 @@ def _invalid_output(env, make, kwargs, options) -> None:
 def _determinism(env, make, kwargs, options) -> None:
     seeds = [*split_seeds("train", 3), *split_seeds("validation", 1), *split_seeds("test", 1)]
     first, second = make(), make()
-    scripts = {seed: _script(first, seed, options["seed"]) for seed in seeds}
+    scripts = {seed: _script(first, seed) for seed in seeds}
     for seed in seeds:
         a = episode_digests(first, seed, scripts[seed])
         b = episode_digests(second, seed, scripts[seed])
@@ -457,7 +442,7 @@ def _oracle(env, make, kwargs, options) -> str | None:
     for seed in seeds:
         instance.reset(seed=seed)
         success = False
-        for turn in range(instance_max_turns(instance) + 1):
+        for turn in range(_max_turns(instance) + 1):
             answers = instance.oracle_responses()
             where = f"oracle_responses() at turn {turn} of reset(seed={seed})"
             if not isinstance(answers, list) or not all(isinstance(a, str) for a in answers):
@@ -551,11 +536,11 @@ def episode_digests(env: gym.Env, seed: int, responses: Sequence[str]) -> list[s
     return digests
 
 
-def instance_done(env: gym.Env) -> bool:
+def _is_done(env: gym.Env) -> bool:
     return bool(getattr(env, "_done", False))
 
 
-def instance_max_turns(env: gym.Env) -> int:
+def _max_turns(env: gym.Env) -> int:
     return int(getattr(env, "max_turns", 64))
 
 
@@ -630,7 +615,7 @@ def _invalid_turns_count(make, seed: int, response: str) -> None:
     """Under ``noop``, ``max_turns`` invalid responses truncate the episode at the last one, not before."""
     instance = make(invalid_output="noop")
     instance.reset(seed=seed)
-    limit = instance_max_turns(instance)
+    limit = _max_turns(instance)
     for turn in range(1, min(limit, 64) + 1):
         _, _, terminated, truncated, info = instance.step(response)
         if info["action_valid"]:
@@ -644,7 +629,7 @@ def _invalid_turns_count(make, seed: int, response: str) -> None:
             return
 
 
-def _script(env: gym.Env, seed: int, fuzz_seed: int) -> list[str]:
+def _script(env: gym.Env, seed: int) -> list[str]:
     """Responses for a determinism replay: the oracle's answers mixed with a few fixed bad ones."""
     env.reset(seed=seed)
     oracle = getattr(env, "oracle_responses", None)
