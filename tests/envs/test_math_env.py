@@ -204,6 +204,26 @@ def test_dataset_seeds_visit_every_problem_once_in_order():
     assert env.problem in problems
 
 
+@pytest.mark.parametrize(
+    ("response", "answer", "reward"),
+    [
+        ("Answer: 42 is wrong", "42", -1.0),
+        ("Answer: 42 not", "42", -1.0),
+        ("Answer: 42 or 43", "42", -1.0),
+        ("Answer: not 42", "42", -1.0),
+        ("Answer: -42", "42", -1.0),
+        ("Answer: 42 cm", "42", 1.0),
+        ("Answer: \\frac{84}{2}", "42", 1.0),
+        ("Answer: 2^{10}", "1024", 1.0),
+    ],
+)
+def test_the_env_scores_what_the_verifier_decides(response, answer, reward):
+    """Issue 12's cases end to end: trailing non-unit words do not score, integer expressions do."""
+    env = MathEnv(dataset=[MathProblem(prompt=f"Find it.\n\n{PROMPT_SUFFIX}", answer=answer)])
+    env.reset(seed=0)
+    assert env.step(response)[1] == reward
+
+
 def test_symbolic_dataset_answer():
     env = MathEnv(dataset=lambda: [HALF])
     env.reset(seed=0)
