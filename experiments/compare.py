@@ -329,7 +329,10 @@ def plot_curves(table: dict[str, Any], output: Path) -> list[Path]:
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     import sys
 
+    from models.progress import quiet_library_bars_in_logs
+
     args = parse_args(argv)
+    quiet_library_bars_in_logs()
     command = "python -m experiments.compare " + " ".join(sys.argv[1:] if argv is None else argv)
     output = Path(args.output or f"results/compare-{time.strftime('%Y%m%d-%H%M%S')}")
     output.mkdir(parents=True, exist_ok=True)

@@ -398,7 +398,10 @@ def _number(value: float) -> str:
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
+    from models.progress import quiet_library_bars_in_logs
+
     args = parse_args(argv)
+    quiet_library_bars_in_logs()
     args.name = args.name or f"sweep-{args.env.split('/')[-1]}-{time.strftime('%Y%m%d-%H%M%S')}"
     results = run_sweep(args)
     rows = trial_rows(results)

@@ -251,8 +251,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     from envs.seeds import seeds as split_seeds
     from experiments.plots import plot_training_curves
     from experiments.results_json import write_json
-    from models.progress import Progress
+    from models.progress import Progress, quiet_library_bars_in_logs
 
+    quiet_library_bars_in_logs()
     output = Path(args.output or f"results/{args.env.split('/')[-1]}-{time.strftime('%Y%m%d-%H%M%S')}")
     output.mkdir(parents=True, exist_ok=True)
     if args.model is None:

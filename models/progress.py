@@ -60,6 +60,14 @@ class Progress(tqdm):
         self.fp.flush()
 
 
+def quiet_library_bars_in_logs() -> None:
+    """When stderr is not a terminal, turn off the carriage-return bars of transformers (weight loading)."""
+    if not _is_terminal(sys.stderr):
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
+
+
 def _is_terminal(stream: Any) -> bool:
     isatty = getattr(stream, "isatty", None)
     try:

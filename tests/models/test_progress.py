@@ -56,3 +56,14 @@ def test_fast_updates_in_a_log_write_only_the_first_and_last_lines(monkeypatch):
 def test_a_terminal_gets_the_live_bar(monkeypatch):
     text = run_bar(Terminal(), monkeypatch, seconds_per_reading=1.0)
     assert "\r" in text  # tqdm's redraws in place
+
+
+def test_library_bars_are_off_in_a_log(monkeypatch):
+    from transformers.utils import logging as hf_logging
+
+    monkeypatch.setattr(progress.sys, "stderr", io.StringIO())
+    try:
+        progress.quiet_library_bars_in_logs()
+        assert not hf_logging.is_progress_bar_enabled()
+    finally:
+        hf_logging.enable_progress_bar()
