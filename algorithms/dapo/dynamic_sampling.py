@@ -61,8 +61,8 @@ class DynamicSampler(Generic[G]):
     target_groups: groups to return per call (P, the prompt batch). max_generation_batches: the most calls
     of ``generate`` per call of :meth:`collect` (>= 1). filter_groups: False keeps every group (naive GRPO),
     still respecting the target and the surplus. metric: per-trajectory values of a group deciding whether it
-    is informative (required when filtering). groups_per_batch: the number passed to ``generate`` each time
-    (default ``target_groups``: every generation batch is a full prompt batch, as in DAPO and verl).
+    is informative (required when filtering). Every generation batch is a full prompt batch of
+    ``target_groups`` groups, as in DAPO and verl.
 
     ``surplus`` (FIFO: the oldest groups are returned first) is part of :meth:`state_dict`, so groups must be
     picklable for checkpoints.
@@ -75,14 +75,11 @@ class DynamicSampler(Generic[G]):
         *,
         filter_groups: bool = True,
         metric: Callable[[G], Sequence[float]] | None = None,
-        groups_per_batch: int | None = None,
     ):
         if target_groups < 1:
             raise ValueError(f"target_groups must be >= 1, got {target_groups}")
         if max_generation_batches < 1:
             raise ValueError(f"max_generation_batches must be >= 1, got {max_generation_batches}")
-        if groups_per_batch is not None and groups_per_batch < 1:
-            raise ValueError(f"groups_per_batch must be >= 1 (or None), got {groups_per_batch}")
         if filter_groups and metric is None:
             raise ValueError(
                 "filter_groups=True needs a metric (per-trajectory values of a group, e.g. success)"
@@ -91,7 +88,6 @@ class DynamicSampler(Generic[G]):
         self.max_generation_batches = max_generation_batches
         self.filter_groups = filter_groups
         self.metric = metric
-        self.groups_per_batch = groups_per_batch or target_groups
         self.surplus: list[G] = []
 
     def is_informative(self, group: G) -> bool:
@@ -104,7 +100,7 @@ class DynamicSampler(Generic[G]):
         return values.size > 1 and bool(values.max() > values.min())
 
     def collect(self, generate: Callable[[int], list[G]]) -> tuple[list[G], DynamicSamplingStats]:
-        """Return up to ``target_groups`` groups: surplus first, then from ``generate(groups_per_batch)``.
+        """Return up to ``target_groups`` groups: surplus first, then from ``generate(target_groups)``.
 
         Generation stops once the target is met; informative groups beyond it become the new surplus. At
         the budget, warns (:class:`DynamicSamplingBudgetWarning`) and returns what it has.
@@ -114,7 +110,7 @@ class DynamicSampler(Generic[G]):
         from_surplus = len(batch)
         sampled = kept = batches = 0
         while len(batch) < self.target_groups and batches < self.max_generation_batches:
-            groups = generate(self.groups_per_batch)
+            groups = generate(self.target_groups)
             batches += 1
             sampled += len(groups)
             for group in groups:

@@ -35,26 +35,20 @@ def soft_overlong_penalty(
     lengths: np.ndarray | Sequence[int] | int,
     max_len: int,
     cache_len: int,
-    *,
-    penalty_factor: float = 1.0,
 ) -> np.ndarray:
     """R_length of Eq. 13 for each response length, as float64 of the shape of ``lengths``.
 
-    max_len: L_max (> 0). cache_len: L_cache, in (0, max_len]. penalty_factor: scales the penalty (the -1 of
-    the paper becomes -penalty_factor; verl's ``overlong_buffer.penalty_factor``) for rewards not in [-1, 1].
+    max_len: L_max (> 0). cache_len: L_cache, in (0, max_len].
     """
     if max_len <= 0:
         raise ValueError(f"max_len (L_max) must be > 0, got {max_len}")
     if not 0 < cache_len <= max_len:
         raise ValueError(f"cache_len (L_cache) must be in (0, max_len={max_len}], got {cache_len}")
-    if penalty_factor < 0:
-        raise ValueError(f"penalty_factor must be >= 0, got {penalty_factor}")
     y = np.asarray(lengths, dtype=np.float64)
     if np.any(~np.isfinite(y)) or np.any(y < 0):
         raise ValueError("lengths must be finite and >= 0")
     expected = max_len - cache_len
-    penalty = np.where(y <= expected, 0.0, np.where(y <= max_len, (expected - y) / cache_len, -1.0))
-    return penalty * penalty_factor
+    return np.where(y <= expected, 0.0, np.where(y <= max_len, (expected - y) / cache_len, -1.0))
 
 
 def overlong_filter_mask(truncated: np.ndarray | Sequence[bool] | bool) -> np.ndarray:

@@ -130,12 +130,6 @@ def test_filters_on_the_metric_it_is_given():
         assert acc.collect(Batches([group]))[0] == []
 
 
-def test_groups_per_batch_is_what_generate_is_asked_for():
-    gen = Batches([MIXED[0]], [MIXED[1]])
-    DynamicSampler(2, 5, metric=rewards, groups_per_batch=1).collect(gen)
-    assert gen.requests == [1, 1]
-
-
 def test_state_dict_round_trip_through_pickle():
     sampler = DynamicSampler(1, 1, metric=rewards)
     sampler.collect(Batches([MIXED[0], MIXED[1], MIXED[2]]))
@@ -155,7 +149,6 @@ def test_non_finite_metric_raises():
 @pytest.mark.parametrize("kwargs", [
     {"target_groups": 0, "max_generation_batches": 1, "metric": rewards},
     {"target_groups": 1, "max_generation_batches": 0, "metric": rewards},
-    {"target_groups": 1, "max_generation_batches": 1, "metric": rewards, "groups_per_batch": 0},
     {"target_groups": 1, "max_generation_batches": 1},
 ])
 def test_invalid_arguments_raise(kwargs):

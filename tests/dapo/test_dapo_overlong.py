@@ -28,9 +28,9 @@ def test_cache_as_long_as_the_budget():
     np.testing.assert_array_equal(soft_overlong_penalty([0, 1, 5, 10, 11], 10, 10), [0, -0.1, -0.5, -1, -1])
 
 
-def test_shape_scalar_and_penalty_factor():
-    got = soft_overlong_penalty(np.array([[10, 18], [20, 30]]), 20, 4, penalty_factor=2.0)
-    np.testing.assert_array_equal(got, [[0.0, -1.0], [-2.0, -2.0]])
+def test_shape_and_scalar():
+    got = soft_overlong_penalty(np.array([[10, 18], [20, 30]]), 20, 4)
+    np.testing.assert_array_equal(got, [[0.0, -0.5], [-1.0, -1.0]])
     scalar = soft_overlong_penalty(17, 20, 4)
     assert scalar.shape == () and scalar == -0.25
 
@@ -44,8 +44,6 @@ def test_invalid_cache_or_budget_raises(max_len, cache_len):
 def test_invalid_lengths_raise():
     with pytest.raises(ValueError, match="lengths"):
         soft_overlong_penalty([-1], 20, 4)
-    with pytest.raises(ValueError, match="penalty_factor"):
-        soft_overlong_penalty([1], 20, 4, penalty_factor=-1.0)
 
 
 def test_overlong_filter_mask():
