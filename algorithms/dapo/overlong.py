@@ -81,7 +81,9 @@ def _budget(trajectory: Trajectory, scope: str) -> int:
         raise ValueError(f"overlong scope must be one of {OVERLONG_SCOPES}, got {scope!r}")
     if trajectory.response_budget is None:
         raise ValueError(
-            "overlong scope 'trajectory' needs Trajectory.response_budget (the rollout sets it); set it when "
-            "building trajectories by hand, or use scope 'turn'"
+            "overlong scope 'trajectory' needs Trajectory.response_budget: the rollout sets it to "
+            "max_trajectory_response_tokens or max_response_tokens x the env's max_turns; for an env without "
+            "max_turns set max_trajectory_response_tokens (or overlong_scope='turn'), and set it on "
+            "trajectories built by hand"
         )
     return trajectory.response_budget
