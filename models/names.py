@@ -53,7 +53,7 @@ def _check_model(model: str | Path) -> None:
     """A ``FileNotFoundError`` naming the choices unless ``model`` is a model name, an existing local path or
     shaped like a hub id (``owner/name``)."""
     text = str(model)
-    if (isinstance(model, str) and model in MODEL_NAMES) or Path(text).expanduser().exists():
+    if (isinstance(model, str) and model in MODEL_NAMES) or (text and Path(text).expanduser().exists()):
         return
     if isinstance(model, str) and text.count("/") == 1 and not text.startswith((".", "~", "/")):
         return

@@ -60,6 +60,43 @@ TINY_SCALE: dict[str, Any] = {
 }
 
 
+# SmolLM2-135M-Instruct (``--model smollm2``, models/smollm2.py) on a 2-core CPU: DAPOConfig.training keys
+# applied on top of the tiny preset, the way a preset file's ``training:`` section is:
+#   apply_preset(DAPOConfig().environment(env), "dapo", tiny=True).training(**SMOLLM2_SCALE)
+# A starting point, not tuned by RL runs yet (issue 13 item 4). One iteration on Math-v0 (zero-shot model,
+# dynamic sampling off so every group trains; shared machine, load 7-12): rollout 16 s, learn 89 s (fp32;
+# 55 s with model_dtype="bfloat16", as noisy), weight sync 5 s, peak RSS 8.0 GiB. Why each value:
+SMOLLM2_SCALE: dict[str, Any] = {
+    # Groups as the tiny scale's: at ~20% success (a warm-started SmolLM2 on Math-v0) a group of 8 has mixed
+    # outcomes 83% of the time (1 - 0.8^8 - 0.2^8), one of 4 only 59%; DAPO's 16 doubles the rollout.
+    "group_size": 8,
+    "prompts_per_iteration": 4,
+    # Oracle answers are at most 28 SmolLM2 tokens on Math-v0 (12 a FrozenLake turn); 64 leaves room for a
+    # short working, and bounds the rollouts of a model that has not learnt to stop (the zero-shot one).
+    "max_response_tokens": 64,
+    # FrozenLake: 97-token prompt + 5 turns of <= 64 + ~60 observation tokens.
+    "max_context_tokens": 1024,
+    "overlong_cache_len": 16,  # a quarter of the limit (DAPO: 4096 of 20480)
+    # Far below the tiny model's 1e-4 (a pretrained 135M model; the warm start's SFT uses 5e-5) and half the
+    # 1e-5 that 4 iterations did not improve with (issue 13); above DAPO's 1e-6, which moves nothing in the
+    # ~50 iterations an hour buys here.
+    "lr": 5e-6,
+    "warmup_steps": 2,  # iterations, as the tiny scale
+    # Two AdamW steps per iteration (32 trajectories): the second minibatch is one step off-policy, so the
+    # clip acts without a second epoch (DAPO: several minibatches, one epoch); an epoch is the learn time.
+    "minibatch_size": 16,
+    "num_epochs": 1,
+    # fp32 activations of 30 layers x hidden 576 and 49152-wide logits: 4 trajectories a micro-batch keep
+    # the peak (learner, AdamW state, engine and KV cache in one process) at ~8 GiB of a shared 24 GiB.
+    "micro_batch_size": 4,
+    # Each extra generation batch is another full rollout; the tiny scale allows 3.
+    "max_generation_batches": 2,
+    # fp32 KV cache: 30 layers x 2 x 3 heads x 64 x 4 B = 46 KB a token, so 1 GiB holds ~23k tokens, the
+    # 32 x (~100 prompt + 64) of an iteration several times over.
+    "engine_kv_cache_gib": 1.0,
+}
+
+
 def apply_preset(config: DAPOConfig, algorithm: str = "dapo", *, tiny: bool = False) -> DAPOConfig:
     """Set ``config`` to a ladder preset (``ALGORITHM_PRESETS``), optionally at the tiny-model scale."""
     if algorithm not in ALGORITHM_PRESETS:

@@ -44,7 +44,7 @@ def test_paths_and_hub_ids_pass_through(tmp_path: Path, monkeypatch):
     assert resolve_model_path("HuggingFaceTB/SmolLM2-135M-Instruct") == "HuggingFaceTB/SmolLM2-135M-Instruct"
 
 
-@pytest.mark.parametrize("model", ["smolm2", "SmolLM2", "./no/such/dir", "/no/such/dir"])
+@pytest.mark.parametrize("model", ["smolm2", "SmolLM2", "./no/such/dir", "/no/such/dir", ""])
 def test_anything_else_is_an_error_naming_the_choices(model: str):
     with pytest.raises(FileNotFoundError, match=r"not a model name.*'smollm2'.*tiny_lm_path"):
         resolve_model_path(model)

@@ -167,3 +167,36 @@ def test_the_name_smollm2_selects_it_in_the_policy_module(path: Path, monkeypatc
     module = spec.build()
     assert module.model_path == str(path)
     assert type(module.model) is LlamaForCausalLM
+
+
+@pytest.mark.parametrize(
+    ("env_id", "env_config"),
+    [
+        ("freshrl/Math-v0", {"difficulty": 1, "max_turns": 1}),
+        ("freshrl/FrozenLake-v0", {"size": 4, "max_turns": 5, "max_actions_per_turn": 3}),
+    ],
+)
+def test_the_real_model_scale_fits_the_oracle_episodes(path: Path, env_id: str, env_config: dict):
+    from algorithms.dapo import DAPOConfig, apply_preset
+    from algorithms.dapo.presets import SMOLLM2_SCALE
+
+    config = apply_preset(DAPOConfig().environment(env_id, env_config=env_config), "dapo", tiny=True)
+    config = config.training(model_path="smollm2", **SMOLLM2_SCALE)
+    config.validate()
+    renderer = ChatRenderer(path)
+    env = gym.make(env_id, **env_config)
+    for seed in range(10):
+        observation, _ = env.reset(seed=seed)
+        context = len(renderer.prompt(observation).token_ids)
+        done = False
+        while not done:
+            answer = env.unwrapped.oracle_responses()[0]
+            # An oracle answer (+ <|im_end|>) stays clear of the soft overlong punishment.
+            length = len(renderer.tokenizer(answer, add_special_tokens=False)["input_ids"]) + 1
+            assert length <= config.max_response_tokens - config.overlong_cache_len, (seed, answer)
+            context += config.max_response_tokens  # the worst case: every turn at the limit
+            observation, _, terminated, truncated, _ = env.step(answer)
+            done = terminated or truncated
+            if not done:
+                context += len(renderer.continuation(observation, response_ended_with_eos=True).token_ids)
+        assert context <= config.max_context_tokens, seed
