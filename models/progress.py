@@ -29,7 +29,6 @@ class Progress(tqdm):
         if self.as_lines:
             kwargs.setdefault("mininterval", LOG_INTERVAL_S)
             kwargs.setdefault("ascii", True)
-            kwargs.setdefault("ncols", 120)
         super().__init__(*args, **kwargs)
 
     def display(self, msg: str | None = None, pos: int | None = None) -> bool:
