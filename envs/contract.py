@@ -380,7 +380,9 @@ def _determinism(env, make, kwargs, options) -> None:
     layouts = {episode_digests(first, seed, [])[0] for seed in split_seeds("train", 16)}
     if len(layouts) == 1:
         raise _Failed(
-            "16 different train seeds gave the same first observation: reset(seed=...) ignores the seed"
+            "16 different train seeds gave the same first observation: reset(seed=...) ignores the seed, "
+            "or the task is hidden from the first observation (then show what tells tasks apart, such as "
+            "a range or a parameter, so that the split check can see leaks)"
         )
     module = _importable_module(env)
     if not options["fresh_interpreter"]:

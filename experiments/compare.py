@@ -41,6 +41,7 @@ from experiments.sweep import add_workload_args, workload_config
 from experiments.train import (
     DEFAULT_ENV,
     MOSTLY_UNTRAINED_SHARE,
+    check_env_id,
     check_warm_start_args,
     flatten,
     trained_nothing,
@@ -106,6 +107,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     add_workload_args(parser)
     args = parser.parse_args(argv)
     check_warm_start_args(parser, args)
+    for env in args.envs:
+        check_env_id(env)
     if args.iterations < 1 or args.eval_every < 1 or args.eval_seeds < 1 or args.seeds < 1:
         parser.error("--iterations, --eval-every, --eval-seeds and --seeds must be >= 1")
     return args

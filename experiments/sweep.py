@@ -49,6 +49,7 @@ from experiments.train import (
     MOSTLY_UNTRAINED_SHARE,
     add_warm_start_args,
     build_config,
+    check_env_id,
     check_warm_start_args,
     default_model,
 )
@@ -217,6 +218,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     add_workload_args(parser)
     args = parser.parse_args(argv)
     check_warm_start_args(parser, args)
+    check_env_id(args.env)
     if args.resume and not args.name:
         parser.error("--resume needs the --name of the sweep to continue")
     if args.iterations < 1 or args.eval_every < 1 or args.eval_seeds < 1:

@@ -79,6 +79,32 @@ def default_model(env: str, *, warm_start_steps: int | None = None, warm_start: 
         raise SystemExit(f"freshrl: {error}") from None
 
 
+def check_env_id(env: str) -> None:
+    """``env`` is a registered id, or ``module:id`` whose module registers it; else an error showing how
+    training sees an env registered in a module of one's own."""
+    import importlib
+
+    import gymnasium as gym
+
+    import envs  # noqa: F401  (registers the freshrl/... ids)
+
+    module, _, env_id = env.rpartition(":")
+    try:
+        if module:
+            importlib.import_module(module)
+        gym.spec(env_id)
+    except ModuleNotFoundError as error:
+        raise SystemExit(
+            f"freshrl: --env {env}: cannot import {module!r} ({error}); run from the directory that holds it "
+            "or put that directory on PYTHONPATH (docs/adding_an_env.md)"
+        ) from None
+    except gym.error.Error as error:
+        raise SystemExit(
+            f"freshrl: --env {env}: {error}. An env registered in a module of your own is named with the "
+            f"module first, Gymnasium's module:id form: --env mymodule:{env_id} (docs/adding_an_env.md)"
+        ) from None
+
+
 def add_warm_start_args(parser: argparse.ArgumentParser) -> None:
     """``--warm-start-steps`` and ``--no-warm-start``: how the default model (no ``--model``) is made."""
     parser.add_argument(
@@ -155,6 +181,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     args = parser.parse_args(argv)
     check_warm_start_args(parser, args)
+    check_env_id(args.env)
     args.training = dict(preset.get("training") or {})
     args.preset_file = str(preset_file) if preset_file else None
     return args

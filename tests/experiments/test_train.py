@@ -127,3 +127,10 @@ def test_written_json_is_strict(tmp_path):
         "rows": [{"x": None}, [1.0, None]],
         "ok": 0.5,
     }
+
+
+def test_an_unregistered_env_names_the_module_colon_id_form():
+    with pytest.raises(SystemExit, match="--env mymodule:newcomer/Countdown-v0"):
+        train.parse_args(["--env", "newcomer/Countdown-v0"])
+    with pytest.raises(SystemExit, match="PYTHONPATH"):
+        train.parse_args(["--env", "no_such_module_here:newcomer/Countdown-v0"])
