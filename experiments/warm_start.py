@@ -113,17 +113,18 @@ def report(
     lr: float,
     skip_base: bool,
     steps: int | None = None,
+    model: str | None = None,
 ) -> None:
     from models.tiny import BUILD_INFO_FILE
-    from models.warm_start import MissingOracleError, load_model, tiny_base_path, warm_started_path
+    from models.warm_start import MissingOracleError, load_model, warm_started_path
 
-    base = tiny_base_path(env_id, seed=seed)
+    base = _base_path(env_id, seed, model)
     if not skip_base:
         result = evaluator.measure(env_id, base, load_model(base).state_dict(), seeds)
-        print(f"{env_id:<28} base tiny model     {result.line()}", flush=True)
+        print(f"{env_id:<28} base model          {result.line()}", flush=True)
     start = time.perf_counter()
     try:
-        path = warm_started_path(env_id, seed=seed, lr=lr, steps=steps)
+        path = warm_started_path(env_id, base=base, seed=seed, lr=lr, steps=steps)
     except MissingOracleError as error:
         raise SystemExit(f"warm_start: {error}") from None
     build = json.loads((path / BUILD_INFO_FILE).read_text())
@@ -138,13 +139,29 @@ def report(
     )
 
 
+def _base_path(env_id: str, seed: int, model: str | None) -> Path:
+    """The base of the warm starts: ``--model`` (a name, directory or hub id), else the env's tiny model."""
+    from models.names import resolve_model_path
+    from models.warm_start import tiny_base_path
+
+    if model is None:
+        return Path(tiny_base_path(env_id, seed=seed))
+    return Path(resolve_model_path(model, seed=seed))
+
+
 def calibrate(
-    env_id: str, evaluator: Evaluator, seeds: list[int], seed: int, checkpoints: list[int], lr: float
+    env_id: str,
+    evaluator: Evaluator,
+    seeds: list[int],
+    seed: int,
+    checkpoints: list[int],
+    lr: float,
+    model: str | None = None,
 ) -> None:
     from models.chat import ChatRenderer
-    from models.warm_start import DEFAULT_DEMOS, demonstrations, fine_tune, load_model, tiny_base_path
+    from models.warm_start import DEFAULT_DEMOS, demonstrations, fine_tune, load_model
 
-    base = tiny_base_path(env_id, seed=seed)
+    base = _base_path(env_id, seed, model)
     renderer = ChatRenderer(base)
     demos = demonstrations(env_id, renderer, DEFAULT_DEMOS)
     model = load_model(base)
@@ -185,6 +202,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=0, help="tiny model, warm start and sampling seed")
     parser.add_argument("--skip-base", action="store_true", help="measure the warm-started models only")
     parser.add_argument(
+        "--model",
+        default=None,
+        help="base model: a name (smollm2), a local HF directory or a hub id (default: the tiny models)",
+    )
+    parser.add_argument(
         "--steps",
         type=int,
         default=None,
@@ -207,9 +229,9 @@ def main(argv: list[str] | None = None) -> None:
     for env_id in args.env:
         if args.calibrate:
             checkpoints = sorted(int(s) for s in args.calibrate.split(","))
-            calibrate(env_id, evaluator, seeds, args.seed, checkpoints, lr)
+            calibrate(env_id, evaluator, seeds, args.seed, checkpoints, lr, args.model)
         else:
-            report(env_id, evaluator, seeds, args.seed, lr, args.skip_base, args.steps)
+            report(env_id, evaluator, seeds, args.seed, lr, args.skip_base, args.steps, args.model)
 
 
 if __name__ == "__main__":

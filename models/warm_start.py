@@ -45,6 +45,7 @@ import envs  # noqa: F401  (registers the freshrl/... ids)
 from envs.seeds import seeds as split_seeds
 from models.chat import ChatRenderer
 from models.logprobs import token_logprobs
+from models.names import resolve_model_path
 from models.progress import Progress
 from models.tiny import BUILD_INFO_FILE, cached_build, tiny_lm_path, tiny_vlm_path, weights_digest
 
@@ -286,7 +287,8 @@ def warm_started_path(
 
     Args:
         env_id: a registered env whose unwrapped env has ``oracle_responses()``.
-        base: the model to start from; None: the tiny VLM (``tiny_vlm_path(seed)``) for envs with image
+        base: the model to start from (a model name such as ``"smollm2"``, a directory: ``models.names``);
+            None: the tiny VLM (``tiny_vlm_path(seed)``) for envs with image
             observations, else the tiny LM (``tiny_lm_path(seed)``), both from ``cache_dir``.
         steps: optimizer steps; None: ``WARM_START_STEPS[env_id]``, else ``DEFAULT_STEPS``.
         seed: seed of the tiny base model (when ``base`` is None) and of the data order.
@@ -299,7 +301,11 @@ def warm_started_path(
         require_oracle(probe, env_id)  # before building anything
     finally:
         probe.close()
-    base = Path(tiny_base_path(env_id, seed=seed, cache_dir=cache_dir) if base is None else base)
+    base = Path(
+        tiny_base_path(env_id, seed=seed, cache_dir=cache_dir)
+        if base is None
+        else resolve_model_path(base, seed=seed, cache_dir=cache_dir)
+    )
     steps = WARM_START_STEPS.get(env_id, DEFAULT_STEPS) if steps is None else steps
     renderer = ChatRenderer(base)
     info = {

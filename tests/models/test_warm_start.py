@@ -12,6 +12,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 import envs  # noqa: F401
+import models.names as names
 import models.warm_start as warm_start
 from algorithms.rollout import rollout_groups
 from envs import frozen_lake
@@ -155,6 +156,16 @@ def test_cached_warm_start_is_not_retrained(short_warm_start, monkeypatch: pytes
     monkeypatch.setattr(frozen_lake, "LEGEND", "Legend: P is you.")
     with pytest.raises(AssertionError, match="retrained"):
         warm_started_path(FROZEN_LAKE, cache_dir=path.parent, **settings)
+
+
+def test_a_model_name_is_a_base(short_warm_start, lm_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """``base="smollm2"`` goes through models.names like every other ``--model``: a name resolves to the
+    directory it builds (here a stand-in name for the tiny LM, so the cached warm start is found)."""
+    path, settings = short_warm_start
+    settings = {k: v for k, v in settings.items() if k not in ("second", "base")}
+    monkeypatch.setitem(names.MODEL_NAMES, "tiny-stand-in", lambda cache_dir: lm_path)
+    monkeypatch.setattr(warm_start, "fine_tune", lambda *a, **k: pytest.fail("retrained a cached warm start"))
+    assert warm_started_path(FROZEN_LAKE, base="tiny-stand-in", cache_dir=path.parent, **settings) == path
 
 
 def test_warm_start_lowers_the_demonstration_loss(short_warm_start, lm_path: Path):
