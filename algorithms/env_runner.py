@@ -156,6 +156,8 @@ class MultiTurnEnvRunner(EnvRunner, Checkpointable):
         log("rollout/generated_tokens", generated, reduce="sum")
         log("rollout/generation_s", seconds, reduce="sum")
         log("rollout/tokens_per_s", generated / max(seconds, 1e-9), reduce="mean")
+        invalid = sum(t.invalid_turns for t in trajectories)
+        log("rollout/invalid_output_rate", invalid / max(turns, 1), reduce="mean")
         log(
             "rollout/episode_return_mean",
             float(np.mean([t.episode_return for t in trajectories])),

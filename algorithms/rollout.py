@@ -40,6 +40,7 @@ class _Conversation:
     success: bool = False
     terminated: bool = False
     done: bool = False
+    invalid_turns: int = 0
     info: dict[str, Any] = field(default_factory=dict)
 
     def append_context(self, segment: Segment) -> None:
@@ -162,6 +163,7 @@ def rollout_groups(
                 success=conversation.success,
                 terminated=conversation.terminated,
                 response_budget=conversation.response_budget,
+                invalid_turns=conversation.invalid_turns,
                 images=conversation.images,
                 info=conversation.info,
             )
@@ -187,6 +189,7 @@ def _step(conversation: _Conversation, completion: Completion, renderer: ChatRen
     conversation.rewards.append(float(reward))
     conversation.info = info
     conversation.success = conversation.success or bool(info.get("success", False))
+    conversation.invalid_turns += not info.get("action_valid", True)
     if terminated or truncated:
         conversation.terminated = bool(terminated)
         conversation.done = True

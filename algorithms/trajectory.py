@@ -33,6 +33,8 @@ class Trajectory:
     # Response tokens the episode could generate, all turns together (the rollout stops there): L_max of
     # overlong shaping in the "trajectory" scope (algorithms/dapo/overlong.py). None: not recorded.
     response_budget: int | None = None
+    # Turns whose response the env could not use (info["action_valid"] False): the invalid-output rate.
+    invalid_turns: int = 0
     images: list[np.ndarray] = field(default_factory=list)
     info: dict[str, Any] = field(default_factory=dict)
     # Set by the algorithm: the reward used for advantages (return plus shaping) and the advantage.

@@ -94,3 +94,29 @@ def test_episode_stops_at_its_response_budget():
         max_context_tokens=4096,
     )
     assert [t.response_budget for t in group] == [50, 50] and group[0].response_lengths == [10] * 5
+
+
+def test_invalid_turns_are_counted():
+    """Every turn whose response the env could not use counts (the runner logs the invalid-output rate)."""
+    seed = SPLITS["train"][2]
+    env_list = [gym.make("freshrl/FrozenLake-v0", max_turns=3) for _ in range(2)]
+    (group,) = rollout_groups(
+        ScriptedEngine("no moves here", 4),
+        TextRenderer(),
+        env_list,
+        [seed],
+        2,
+        SamplingConfig(max_tokens=8),
+        max_context_tokens=4096,
+    )
+    assert [(t.num_turns, t.invalid_turns) for t in group] == [(3, 3), (3, 3)]
+    (group,) = rollout_groups(
+        ScriptedEngine("<answer>Down</answer>", 6),
+        TextRenderer(),
+        env_list,
+        [seed],
+        2,
+        SamplingConfig(max_tokens=8),
+        max_context_tokens=4096,
+    )
+    assert all(t.invalid_turns == 0 for t in group)
