@@ -19,6 +19,7 @@ from algorithms.replay import REPLAY_MODES
 
 AGE_UNITS = ("optimizer_steps", "iterations")
 PRIORITY_SIGNALS = ("reward", "advantage")
+REPLAY_DUAL_CLIP_C = 3.0  # verl's actor default clip_ratio_c (its DAPO scripts use 10)
 
 
 class DAPOConfig(AlgorithmConfig):
@@ -54,7 +55,7 @@ class DAPOConfig(AlgorithmConfig):
         self.group_size = 16  # G, DAPO section 4.1
         self.prompts_per_iteration = 512  # P, DAPO section 4.1 ("512 prompts")
         self.temperature = 1.0
-        self.top_p = 1.0
+        self.top_p = 1.0  # must stay 1 in training: validate() says why
         self.max_response_tokens = 20480  # per turn (DAPO section 4.1: 16384 expected + 4096 cache)
         # Response tokens of a whole episode (all turns); the rollout stops an episode there. None: the most
         # an episode can generate, max_response_tokens x the env's max_turns. L_max of overlong shaping in
@@ -66,7 +67,21 @@ class DAPOConfig(AlgorithmConfig):
         # Loss (DAPO Eq. 8-12).
         self.eps_low = 0.2  # DAPO section 3.1
         self.eps_high = 0.28  # DAPO section 3.1 (Clip-Higher)
-        self.dual_clip_c: float | None = None  # off by default; verl uses 3.0
+        # Dual clip c (Ye et al., 2020): bounds the loss of A < 0 tokens at -c * A. "auto" (unset) = 3.0,
+        # verl's actor default (clip_ratio_c), whenever replay is on (replay_mode != "on_policy"): a replayed
+        # trajectory's ratio is against the logprobs of its collection and is unbounded above otherwise;
+        # off (None) on-policy. An explicit float or None always wins.
+        self.dual_clip_c: float | str | None = "auto"
+        # Engine/learner mismatch correction (truncated importance sampling, module docstring of loss.py):
+        # recompute pi_old with the learner before each update pass (one no-grad forward per trajectory),
+        # take the PPO ratio against it and weight each token by min(pi_old_learner / pi_vllm, tis_cap).
+        # "auto" = on when engine_dtype != model_dtype (the learner's compute dtype): peers ship it for
+        # exactly that case (bf16 engine vs fp32 learner); with equal dtypes the logprobs agree to ~1e-6 here
+        # (shared/notes/platform.md), so the extra forward would buy nothing. True / False force it.
+        # With it on, a replay batch's ratio starts at 1 and its staleness sits in the truncated weight (the
+        # decoupled objective of AReaL, Fu et al. 2025, truncated as TIS).
+        self.mismatch_correction: bool | str = "auto"
+        self.tis_cap = 2.0  # C; verl's rollout_is_threshold example and the TIS post (Yao et al., 2025)
         self.loss_agg_mode = "token-mean"  # DAPO section 3.3, Eq. 12
         self.kl_coef = 0.0  # DAPO section 2.3 removes the KL term
         self.advantage_eps = 1e-6
@@ -146,7 +161,9 @@ class DAPOConfig(AlgorithmConfig):
         task_split: str = NotProvided,
         eps_low: float = NotProvided,
         eps_high: float = NotProvided,
-        dual_clip_c: float | None = NotProvided,
+        dual_clip_c: float | str | None = NotProvided,
+        mismatch_correction: bool | str = NotProvided,
+        tis_cap: float = NotProvided,
         loss_agg_mode: str = NotProvided,
         kl_coef: float = NotProvided,
         advantage_eps: float = NotProvided,
@@ -216,7 +233,24 @@ class DAPOConfig(AlgorithmConfig):
             (self.prompts_per_iteration >= 1, "prompts_per_iteration must be >= 1"),
             (0 <= self.eps_low < 1, f"eps_low must be in [0, 1), got {self.eps_low}"),
             (self.eps_high >= 0, f"eps_high must be >= 0, got {self.eps_high}"),
-            (self.dual_clip_c is None or self.dual_clip_c > 1, "dual_clip_c must be > 1 (or None)"),
+            (
+                self.dual_clip_c in (None, "auto")
+                or (isinstance(self.dual_clip_c, int | float) and self.dual_clip_c > 1),
+                f"dual_clip_c must be a number > 1, None (off) or 'auto', got {self.dual_clip_c!r}",
+            ),
+            (
+                self.mismatch_correction in (True, False, "auto"),
+                f"mismatch_correction must be True, False or 'auto', got {self.mismatch_correction!r}",
+            ),
+            (self.tis_cap >= 1, f"tis_cap must be >= 1 (1 = no up-weighting), got {self.tis_cap}"),
+            (
+                self.top_p == 1.0,
+                f"top_p must be 1.0 in training, got {self.top_p}: vLLM's logprobs are renormalised over the "
+                "top-p nucleus and the learner's are not, so the ratio pi_theta / pi_old is biased (tokens "
+                "outside the nucleus are never sampled, those inside look likelier to the sampler). Sample "
+                "with top_p=1.0; evaluation may use top-p through its own settings (the EnvRunner's "
+                "sample_groups(top_p=...)), as DAPO evaluates with top-p 0.7",
+            ),
             (self.loss_agg_mode in LOSS_AGG_MODES, f"loss_agg_mode must be one of {LOSS_AGG_MODES}"),
             (self.replay_mode in REPLAY_MODES, f"replay mode must be one of {REPLAY_MODES}"),
             (self.replay_priority in PRIORITY_SIGNALS, f"replay priority must be one of {PRIORITY_SIGNALS}"),
@@ -260,6 +294,18 @@ class DAPOConfig(AlgorithmConfig):
         for ok, message in checks:
             if not ok:
                 raise ValueError(f"DAPOConfig: {message}")
+
+    def resolved_dual_clip_c(self) -> float | None:
+        """The dual clip the loss uses: ``dual_clip_c``, with "auto" = 3.0 when replay is on, else off."""
+        if self.dual_clip_c == "auto":
+            return REPLAY_DUAL_CLIP_C if self.replay_mode != "on_policy" else None
+        return None if self.dual_clip_c is None else float(self.dual_clip_c)
+
+    def resolved_mismatch_correction(self) -> bool:
+        """Whether the learner recomputes pi_old and applies the TIS weight ("auto": the dtypes differ)."""
+        if self.mismatch_correction == "auto":
+            return self.engine_dtype != self.model_dtype
+        return bool(self.mismatch_correction)
 
     def get_default_rl_module_spec(self) -> RLModuleSpec:
         from models.policy_module import LLMPolicyModule

@@ -30,6 +30,7 @@ class DAPOTorchLearner(TorchLearner):
         super().build()
         self.optimizer_steps = 0  # steps that ran (skipped empty or non-finite steps are not counted)
         self.iteration = 0  # of the current update (update_from_trajectories)
+        self._learner_logp_old: dict[int, torch.Tensor] | None = None
         self._shuffle_rng = np.random.default_rng(self.config.seed)
         self._image_inputs = None
         self._pad_token_id = 0
@@ -90,10 +91,16 @@ class DAPOTorchLearner(TorchLearner):
         loss_cfg = LossConfig(
             eps_low=config.eps_low,
             eps_high=config.eps_high,
-            dual_clip_c=config.dual_clip_c,
+            dual_clip_c=config.resolved_dual_clip_c(),
             loss_agg_mode=config.loss_agg_mode,
             kl_coef=config.kl_coef,
             max_response_tokens=config.max_response_tokens,
+            tis_cap=config.tis_cap,
+        )
+        # Mismatch correction: pi_old from the learner, once per pass, before its first step (every epoch
+        # uses it). Each learner computes it for the whole batch, not only its shards: N x the no-grad cost.
+        self._learner_logp_old = (
+            self._learner_logprobs(trajectories) if config.resolved_mismatch_correction() else None
         )
         for _ in range(config.num_epochs):
             order = self._shuffle_rng.permutation(len(trajectories))
@@ -102,6 +109,7 @@ class DAPOTorchLearner(TorchLearner):
                 self._optimizer_step(
                     module, optimizer, [trajectories[i] for i in indices], weights[indices], loss_cfg, tag
                 )
+        self._learner_logp_old = None
         return self.metrics.reduce()
 
     def _optimizer_step(self, module, optimizer, minibatch, weights, loss_cfg: LossConfig, tag: str) -> None:
@@ -140,15 +148,20 @@ class DAPOTorchLearner(TorchLearner):
                 keep = self._overlong_keep([minibatch[i] for i in rows])
                 mask = batch["loss_mask"] * keep.to(batch["loss_mask"])[:, None]
                 logp_ref = self._reference_logprobs(batch) if self._reference is not None else None
+                logp_old, logp_sampler = batch["logp_old"], None
+                if self._learner_logp_old is not None:
+                    logp_sampler = logp_old
+                    logp_old = self._padded_learner_logp_old([minibatch[i] for i in rows], logp_sampler)
                 loss, metrics = policy_loss(
                     out["logp"],
-                    batch["logp_old"],
+                    logp_old,
                     batch["advantages"],
                     mask,
                     normalizer=normalizer,
                     cfg=loss_cfg,
                     weights=batch["weights"],
                     logp_ref=logp_ref,
+                    logp_sampler=logp_sampler,
                 )
                 (loss * (0.0 if stand_in else world)).backward()
             if stand_in:
@@ -158,6 +171,15 @@ class DAPOTorchLearner(TorchLearner):
             _accumulate(sums, "loss", float(loss.detach()))
             for name in ("clipfrac_low", "clipfrac_high", "dual_clip_frac", "approx_kl", "ratio_mean"):
                 _accumulate(sums, name, float(metrics[name]) * tokens)
+            if logp_sampler is not None:
+                for name in ("mismatch_kl", "tis_clip_frac"):
+                    _accumulate(sums, name, float(metrics[name]) * tokens)
+                sums["mismatch_ratio_min"] = min(
+                    sums.get("mismatch_ratio_min", math.inf), float(metrics["mismatch_ratio_min"])
+                )
+                sums["mismatch_ratio_max"] = max(
+                    sums.get("mismatch_ratio_max", -math.inf), float(metrics["mismatch_ratio_max"])
+                )
             valid = mask.bool()
             _accumulate(sums, "entropy", float(out["entropy"][valid].sum()))
             _accumulate(sums, "mean_token_prob", float(out["logp"].detach()[valid].exp().sum()))
@@ -187,6 +209,16 @@ class DAPOTorchLearner(TorchLearner):
         log("train/lr", self._get_optimizer_lr(optimizer), reduce="mean")
         log("train/tokens", sums.get("tokens", 0.0), reduce="sum")
         log(f"train/optimizer_steps_{tag}", 1, reduce="sum")
+        # Per batch kind: on replay batches the ratio is against the collection's logprobs (stale), and with
+        # mismatch correction on the "mismatch" there includes that staleness.
+        if tokens > 0:
+            log(f"train/dual_clip_frac_{tag}", sums.get("dual_clip_frac", 0.0) / tokens, reduce="mean")
+            log(f"train/ratio_max_{tag}", sums.get("ratio_max", 1.0), reduce="max")
+            if "mismatch_ratio_max" in sums:
+                for name in ("mismatch_kl", "tis_clip_frac"):
+                    log(f"train/{name}_{tag}", sums[name] / tokens, reduce="mean")
+                log(f"train/mismatch_ratio_min_{tag}", sums["mismatch_ratio_min"], reduce="min")
+                log(f"train/mismatch_ratio_max_{tag}", sums["mismatch_ratio_max"], reduce="max")
         log("train/optimizer_steps_lifetime", 1, reduce="lifetime_sum")
 
     # ------------------------------------------------------------------------------------------------
@@ -223,6 +255,35 @@ class DAPOTorchLearner(TorchLearner):
             return torch.ones(len(trajectories))
         overlong = [is_overlong(t, self.config.overlong_scope) for t in trajectories]
         return torch.from_numpy(overlong_filter_mask(overlong)).float()
+
+    @torch.no_grad()
+    def _learner_logprobs(self, trajectories: Sequence[Trajectory]) -> dict[int, torch.Tensor]:
+        """pi_old under the current weights, by trajectory object: the training forward (compute_logprobs:
+        autocast, temperature, shared prefix) without grad, a group's samples side by side, in micro-batches.
+        Keyed by id(): the pass holds its trajectory objects until it ends; one sampled twice is computed
+        once."""
+        policy = self._policy()
+        unique = list({id(t): t for t in trajectories}.values())
+        unique.sort(key=lambda t: t.group_id)
+        size = self.config.micro_batch_size
+        logprobs: dict[int, torch.Tensor] = {}
+        for start in range(0, len(unique), size):
+            rows = unique[start : start + size]
+            batch = collate(
+                rows, pad_token_id=self._pad_token_id, image_inputs=self._image_inputs, device=self._device
+            )
+            logp = policy.compute_logprobs(batch, with_entropy=False)["logp"]
+            for row, trajectory in enumerate(rows):
+                logprobs[id(trajectory)] = logp[row, : len(trajectory.token_ids) - 1]
+        return logprobs
+
+    def _padded_learner_logp_old(self, rows: Sequence[Trajectory], like: torch.Tensor) -> torch.Tensor:
+        """The recomputed pi_old of a micro-batch's rows, padded like ``like`` (its collated [B, T-1])."""
+        padded = torch.zeros_like(like)
+        for row, trajectory in enumerate(rows):
+            logp = self._learner_logp_old[id(trajectory)]
+            padded[row, : logp.shape[0]] = logp
+        return padded
 
     @torch.no_grad()
     def _reference_logprobs(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
