@@ -15,7 +15,7 @@ from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 from algorithms.dapo.groups import DYNAMIC_SAMPLING_METRICS
 from algorithms.dapo.loss import LOSS_AGG_MODES
 from algorithms.dapo.overlong import OVERLONG_SCOPES
-from algorithms.replay import REPLAY_MODES
+from algorithms.replay import REPLAY_MODES, PrioritizedReplayBuffer, make_replay_buffer
 
 AGE_UNITS = ("optimizer_steps", "iterations")
 PRIORITY_SIGNALS = ("reward", "advantage")
@@ -119,18 +119,40 @@ class DAPOConfig(AlgorithmConfig):
         # model once (models/logprobs.py); same values and gradient as without. Text models only.
         self.share_prefix = True
 
-        # Replay (FreshPER). mode: on_policy (no buffer) | per | freshper | freshper_poly.
+        # Replay (FreshPER). mode: on_policy (no buffer) | per | freshper | freshper_poly. The tiny scale sets
+        # its own tau, capacity and beta horizon (presets.TINY_REPLAY).
         self.replay_mode = "on_policy"
-        self.tau = 500.0  # FreshPER reference repository (1000 for FrozenLake)
+        # Unit of ages, tau and replay_beta_horizon: "iterations" (training iterations), the FreshPER
+        # reference code's, in which its tau is given; "optimizer_steps" (steps the learner ran) the option.
+        self.replay_age_unit = "iterations"
+        # FreshPER Eq. 14, p_i = p_base_i * exp(-age_i / tau): 500 iterations, the reference repository's
+        # (1000 for FrozenLake). At DAPO's 8192 trajectories an iteration a 50k buffer spans ~6 iterations,
+        # where exp(-6 / 500) ~ 0.99 makes FreshPER ~ PER: for the decay to act, tau must be of the order of
+        # the buffer's span in iterations (the tiny preset's is).
+        self.tau = 500.0
         self.replay_alpha = 0.6  # FreshPER reference repository
         self.replay_beta_0 = 0.4  # FreshPER reference repository; annealed to 1 (FreshPER section 2)
-        self.replay_beta_horizon = 1000  # optimizer steps over which beta reaches 1
+        # Age units over which beta reaches 1. The reference keeps beta at 0.4 (annealing is described, not
+        # implemented), so no source: about a reference-scale run (tau = 500-1000 iterations).
+        self.replay_beta_horizon: float | None = 1000.0
         self.replay_capacity = 50_000  # FreshPER reference repository
         self.replay_batches = 1  # K replay batches per iteration, each the size of the fresh batch
-        self.replay_priority = "reward"  # |R_i| + eps for critic-free methods (FreshPER Eq. 15)
-        self.replay_eps = 1e-6  # FreshPER reference repository
+        # Base priority, FreshPER Eq. 15: "advantage" = |A_i| + eps (A the GRPO group advantage: large for
+        # the rare outcome of its group, a success or a failure alike), the default; "reward" = |R_i| + eps,
+        # Eq. 15's choice for critic-free methods, the option. With 0/1 rewards and the reference's
+        # eps = 1e-6, |R| gives failures ~4e-4 of the sampling mass: replay batches were all successes.
+        self.replay_priority = "advantage"
+        # eps, in the signal's units. Advantages are in group-std units; the least informative trajectory of
+        # a binary group of G has |A| = 1/sqrt(G - 1) (0.38 at G = 8, 0.26 at 16), so 0.1 keeps every
+        # informative one ranked by |A|. It is the floor of |A| ~ 0 (all-equal groups, kept when dynamic
+        # sampling is off; a shaped reward at its group's mean). The IS weights are normalised by the
+        # buffer's rarest item, max w = (N P_min)^-beta, so one item at the reference's 1e-6 scales every
+        # weight by ~(1e-6 / |A|)^(alpha beta) (~2e-4 at beta 1); at 0.1 its key is >= (0.1 / 2.75)^0.6
+        # ~ 0.14 of the largest (G = 8). Measured on a simulated FrozenLake stream at the tiny scale
+        # (tests/replay/test_replay_defaults.py; ~33% successes): replay batches ~44% successes, mean IS
+        # weight ~0.56 (0.025 and 100% successes with the reference's |R| + 1e-6).
+        self.replay_eps = 0.1
         self.replay_poly_k = 1.0  # exponent of the polynomial decay (1 + age/tau)^-k
-        self.replay_age_unit = "optimizer_steps"
         # The reference inserts new items at the current max priority; we know p_base at insertion, so off.
         self.replay_insert_at_max_priority = False
 
@@ -196,7 +218,7 @@ class DAPOConfig(AlgorithmConfig):
         tau: float = NotProvided,
         alpha: float = NotProvided,
         beta_0: float = NotProvided,
-        beta_horizon: int = NotProvided,
+        beta_horizon: float | None = NotProvided,
         capacity: int = NotProvided,
         num_batches: int = NotProvided,
         priority: str = NotProvided,
@@ -224,6 +246,21 @@ class DAPOConfig(AlgorithmConfig):
             if value is not NotProvided:
                 setattr(self, name, value)
         return self
+
+    def build_replay_buffer(self) -> PrioritizedReplayBuffer | None:
+        """The replay buffer these settings describe (None on-policy); steps are in ``replay_age_unit``."""
+        return make_replay_buffer(
+            self.replay_mode,
+            capacity=self.replay_capacity,
+            alpha=self.replay_alpha,
+            beta_0=self.replay_beta_0,
+            beta_horizon=self.replay_beta_horizon,
+            tau=self.tau,
+            poly_k=self.replay_poly_k,
+            eps=self.replay_eps,
+            seed=self.seed or 0,
+            insert_at_max_priority=self.replay_insert_at_max_priority,
+        )
 
     # ----------------------------------------------------------------------------------------------------
     def validate(self) -> None:
@@ -257,6 +294,22 @@ class DAPOConfig(AlgorithmConfig):
             (self.replay_age_unit in AGE_UNITS, f"replay age_unit must be one of {AGE_UNITS}"),
             (self.tau > 0, f"tau must be > 0, got {self.tau}"),
             (self.replay_batches >= 0, "replay num_batches must be >= 0"),
+            (
+                self.replay_eps > 0,
+                f"replay eps must be > 0 (zero-advantage and zero-reward items need a priority), got "
+                f"{self.replay_eps}",
+            ),
+            (
+                int(self.replay_capacity) == self.replay_capacity and self.replay_capacity >= 1,
+                f"replay capacity must be an integer >= 1, got {self.replay_capacity}",
+            ),
+            (self.replay_alpha >= 0, f"replay alpha must be >= 0 (0 = uniform), got {self.replay_alpha}"),
+            (0 <= self.replay_beta_0 <= 1, f"replay beta_0 must be in [0, 1], got {self.replay_beta_0}"),
+            (
+                self.replay_beta_horizon is None or self.replay_beta_horizon > 0,
+                f"replay beta_horizon must be > 0 (age units) or None (constant beta_0), got "
+                f"{self.replay_beta_horizon}",
+            ),
             (self.max_generation_batches >= 1, "max_generation_batches must be >= 1"),
             (
                 0 < self.overlong_cache_len <= self.max_response_tokens or not self.overlong_punishment,

@@ -22,7 +22,7 @@ from ray.rllib.utils.metrics import ENV_RUNNER_RESULTS, LEARNER_RESULTS, NUM_ENV
 from algorithms.dapo.config import DAPOConfig
 from algorithms.dapo.dynamic_sampling import DynamicSampler
 from algorithms.dapo.groups import DYNAMIC_SAMPLING_METRICS, shape_and_score_group
-from algorithms.replay import make_replay_buffer
+from algorithms.replay import replay_fraction
 from algorithms.trajectory import Trajectory
 from envs.seeds import SPLITS
 
@@ -62,18 +62,7 @@ class DAPO(Algorithm):
             filter_groups=config.dynamic_sampling,
             metric=DYNAMIC_SAMPLING_METRICS[config.dynamic_sampling_metric],
         )
-        self._replay = make_replay_buffer(
-            config.replay_mode,
-            capacity=config.replay_capacity,
-            alpha=config.replay_alpha,
-            beta_0=config.replay_beta_0,
-            beta_horizon=config.replay_beta_horizon,
-            tau=config.tau,
-            poly_k=config.replay_poly_k,
-            eps=config.replay_eps,
-            seed=config.seed or 0,
-            insert_at_max_priority=config.replay_insert_at_max_priority,
-        )
+        self._replay = config.build_replay_buffer()
 
     # ------------------------------------------------------------------------------------------------
     def training_step(self) -> None:
@@ -205,9 +194,10 @@ class DAPO(Algorithm):
             # they entered at the buffer's max priority (insert_at_max_priority, as the reference code).
             self._replay.update_priorities(sample.indices, [self._priority_signal(t) for t in sample.items])
             replayed += len(sample)
-            for key, value in self._replay.metrics(sample).items():
+            successes = [t.success for t in sample.items]
+            for key, value in self._replay.metrics(sample, successes=successes).items():
                 self.metrics.log_value(key, value, reduce="mean")
-        self.metrics.log_value("replay/fraction", replayed / (replayed + batch_size), reduce="mean")
+        self.metrics.log_value("replay/fraction", replay_fraction(batch_size, replayed), reduce="mean")
 
     def _store(self, fresh: list[Trajectory]) -> None:
         """Only groups that survived dynamic sampling enter the buffer (FreshPER section 3)."""
@@ -225,6 +215,8 @@ class DAPO(Algorithm):
         return trajectory.reward if self.config.replay_priority == "reward" else trajectory.advantage
 
     def _age_clock(self) -> int:
+        """The replay step t (ages t - t_i, tau and beta_horizon are in its unit): the training iteration by
+        default, as the FreshPER reference code counts; or the optimizer steps the learners have run."""
         if self.config.replay_age_unit == "iterations":
             return self.training_iteration
         return self._optimizer_steps
