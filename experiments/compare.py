@@ -17,8 +17,10 @@ Output, in ``--output`` (default ``results/compare-<time>``):
       written when the run ends, and skipped when the command is rerun with the same ``--output``, so an
       interrupted comparison resumes where it stopped (a run saved with other settings is an error);
   ``comparison.md``  FreshPER's Table 1 layout: rows = tasks, columns = modes, cell = peak validation success
-      (the maximum over the evaluations after training started) as mean +- standard deviation over seeds;
-      the final success the same way; the paper's Table 1 beside it for reference;
+      (the maximum over the evaluations after training started) as mean +- 95% t interval over seeds (and the
+      standard deviation); the final success the same way; Welch's t-test of FreshPER against each other mode
+      with the smallest difference the run could detect; the replay metrics (importance weights, success
+      share, ages, decay of the oldest item, dual-clip fraction); the paper's Table 1 beside it for reference;
   ``curves-<env>.png``  validation success over iterations, mean per mode with the range over seeds;
   ``results.json``  every run's raw numbers and the aggregates.
 """
@@ -164,6 +166,7 @@ def train_and_evaluate(args: argparse.Namespace, config, settings: dict[str, Any
         "mode": config.replay_mode,
         "seed": config.seed,
         "tau": config.tau,
+        "age_unit": config.replay_age_unit,
         "settings": settings,
         "curve": curve,
         "initial": curve[0]["success"],
@@ -203,13 +206,71 @@ def aggregate(runs: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, Any]]
                     "min": curves.min(axis=0).tolist(),
                     "max": curves.max(axis=0).tolist(),
                 },
+                "replay": {key: _run_mean(cell, key) for key in REPLAY_METRICS},
             }
+        if REFERENCE_MODE in table.get(env, {}):
+            cells = table[env]
+            reference = [run for run in runs if run["env"] == env and run["mode"] == REFERENCE_MODE]
+            for mode in cells:
+                if mode == REFERENCE_MODE:
+                    continue
+                other = [run for run in runs if run["env"] == env and run["mode"] == mode]
+                cells[mode]["vs_freshper"] = {
+                    key: welch_test([r[key] for r in reference], [r[key] for r in other])
+                    for key in ("peak", "final")
+                }
     return table
 
 
+# Replay metrics of item 3 of issue 11, averaged over a run's iterations, then over its seeds.
+REPLAY_METRICS = (
+    "replay/is_weight_mean",
+    "replay/is_weight_min",
+    "replay/success_fraction",
+    "replay/batch_mean_age",
+    "replay/oldest_decay",
+    "replay/ess_fraction",
+    "train/dual_clip_frac_replay",
+)
+REFERENCE_MODE = "freshper"  # the mode every other one is tested against
+
+
+def _run_mean(cell: list[dict[str, Any]], suffix: str) -> float | None:
+    """Mean over seeds of each run's mean over iterations of the metric ending in ``suffix`` (None: never
+    logged, e.g. replay metrics on-policy)."""
+    per_run = []
+    for run in cell:
+        values = [
+            v for flat in run.get("training", []) for k, v in flat.items() if k.endswith(suffix) and v == v
+        ]
+        if values:
+            per_run.append(float(np.mean(values)))
+    return float(np.mean(per_run)) if per_run else None
+
+
 def _mean_std(values: list[float]) -> dict[str, float]:
-    std = float(np.std(values, ddof=1)) if len(values) > 1 else 0.0
-    return {"mean": float(np.mean(values)), "std": std, "n": len(values)}
+    """Mean, standard deviation and the half-width of the 95% t interval of the mean over seeds."""
+    from scipy import stats
+
+    n = len(values)
+    std = float(np.std(values, ddof=1)) if n > 1 else 0.0
+    half = float(stats.t.ppf(0.975, n - 1) * std / np.sqrt(n)) if n > 1 else float("nan")
+    return {"mean": float(np.mean(values)), "std": std, "n": n, "ci95": half}
+
+
+def welch_test(a: list[float], b: list[float]) -> dict[str, float | None]:
+    """Welch's two-sided t-test of mean(a) - mean(b) over seeds, with the run's power: the smallest
+    difference it would detect at alpha 0.05 with 80% power, (t_0.975 + t_0.8) x the standard error."""
+    from scipy import stats
+
+    if len(a) < 2 or len(b) < 2:
+        return {"difference": float(np.mean(a) - np.mean(b)), "p_value": None, "detectable": None}
+    va, vb = np.var(a, ddof=1) / len(a), np.var(b, ddof=1) / len(b)
+    se = float(np.sqrt(va + vb))
+    df = (va + vb) ** 2 / (va**2 / (len(a) - 1) + vb**2 / (len(b) - 1)) if se > 0 else len(a) + len(b) - 2
+    p = float(stats.ttest_ind(a, b, equal_var=False).pvalue) if se > 0 else (1.0 if a == b else 0.0)
+    detectable = float((stats.t.ppf(0.975, df) + stats.t.ppf(0.8, df)) * se)
+    return {"difference": float(np.mean(a) - np.mean(b)), "p_value": p, "detectable": detectable}
 
 
 def markdown(
@@ -217,6 +278,7 @@ def markdown(
 ) -> str:
     modes = [mode for mode in args.modes if any(mode in cells for cells in table.values())]
     taus = sorted({run["tau"] for run in runs if run["mode"] in ("freshper", "freshper_poly")})
+    age_units = ", ".join(sorted({run.get("age_unit", "optimizer_steps") for run in runs}))
     wall = sum(run["wall_s"] for run in runs)
     models = ", ".join(
         sorted({run["settings"]["model_path"] or "the default model (model_path None)" for run in runs})
@@ -228,17 +290,19 @@ def markdown(
         "",
         f"{args.iterations} DAPO iterations per run; seeds {args.seeds}; validation success = one episode on "
         f"each of {args.eval_seeds} validation seeds, measured before training and every {args.eval_every} "
-        f"iteration(s). FreshPER tau = {', '.join(f'{t:g}' for t in taus) or 'n/a'} (age in optimizer "
-        f"steps). Model: {models}. Total run time {wall / 60:.1f} min.",
+        f"iteration(s). FreshPER tau = {', '.join(f'{t:g}' for t in taus) or 'n/a'} (age in "
+        f"{age_units}). Model: {models}. Total run time {wall / 60:.1f} min.",
         "",
-        "## Peak validation success (mean ± std over seeds)",
+        "## Peak validation success (mean ± 95% interval over seeds; std)",
         "",
         *_table(table, modes, "peak"),
         "",
-        "## Final validation success (mean ± std over seeds)",
+        "## Final validation success (mean ± 95% interval over seeds; std)",
         "",
         *_table(table, modes, "final"),
         "",
+        *_tests(table, modes),
+        *_replay_table(table, modes),
         "Validation success before training (all modes start from the same model): "
         + ", ".join(
             f"{env.split('/')[-1]} {np.mean([run['initial'] for run in runs if run['env'] == env]):.3f}"
@@ -289,9 +353,63 @@ def _table(table: dict[str, Any], modes: list[str], key: str) -> list[str]:
         values = []
         for mode in modes:
             stat = cells.get(mode, {}).get(key)
-            values.append("" if stat is None else f"{stat['mean']:.3f} ± {stat['std']:.3f} (n={stat['n']})")
+            values.append(
+                ""
+                if stat is None
+                else f"{stat['mean']:.3f} ± {stat['ci95']:.3f} (std {stat['std']:.3f}, n={stat['n']})"
+            )
         rows.append(f"| {env} | " + " | ".join(values) + " |")
     return rows
+
+
+def _tests(table: dict[str, Any], modes: list[str]) -> list[str]:
+    """FreshPER against each other mode: difference, Welch p-value and the difference the run could detect."""
+    rows = []
+    for env, cells in table.items():
+        for mode in modes:
+            test = cells.get(mode, {}).get("vs_freshper")
+            if test is None:
+                continue
+            for key in ("peak", "final"):
+                t = test[key]
+                p = "n/a" if t["p_value"] is None else f"{t['p_value']:.3f}"
+                mde = "n/a" if t["detectable"] is None else f"{t['detectable']:.3f}"
+                rows.append(f"| {env} | {MODE_LABELS[mode]} | {key} | {t['difference']:+.3f} | {p} | {mde} |")
+    if not rows:
+        return []
+    return [
+        "## FreshPER against each mode (Welch's t-test over seeds)",
+        "",
+        "Difference = FreshPER minus the mode. Detectable = the smallest difference this many seeds would "
+        "detect at alpha 0.05 with 80% power, given the spread measured here: a difference below it is not "
+        "separated.",
+        "",
+        "| task | mode | success | difference | p-value | detectable |",
+        "|---|---|---|---|---|---|",
+        *rows,
+        "",
+    ]
+
+
+def _replay_table(table: dict[str, Any], modes: list[str]) -> list[str]:
+    """The replay batches at the operating point: importance weights, success share, ages, decay."""
+    replay_modes = [
+        m for m in modes if any(c.get(m, {}).get("replay", {}).get(REPLAY_METRICS[0]) for c in table.values())
+    ]
+    if not replay_modes:
+        return []
+    rows = [
+        "## Replay batches (mean over iterations, then seeds)",
+        "",
+        "| task | mode | " + " | ".join(key.split("/")[-1] for key in REPLAY_METRICS) + " |",
+        "|---|---|" + "---|" * len(REPLAY_METRICS),
+    ]
+    for env, cells in table.items():
+        for mode in replay_modes:
+            values = cells.get(mode, {}).get("replay", {})
+            shown = ["" if values.get(k) is None else f"{values[k]:.3f}" for k in REPLAY_METRICS]
+            rows.append(f"| {env} | {MODE_LABELS[mode]} | " + " | ".join(shown) + " |")
+    return [*rows, ""]
 
 
 def plot_curves(table: dict[str, Any], output: Path) -> list[Path]:

@@ -71,7 +71,13 @@ def test_aggregate_mean_std_and_range_over_seeds():
         synthetic_run("freshper", 0, [0.0, 1.0, 0.0]),
     ]
     table = compare.aggregate(runs)["freshrl/FrozenLake-v0"]
-    assert table["per"]["peak"] == {"mean": 0.625, "std": pytest.approx(0.1767767), "n": 2}
+    # 95% t interval over 2 seeds: t_0.975(1) x std / sqrt(2) = 12.7062 x 0.125.
+    assert table["per"]["peak"] == {
+        "mean": 0.625,
+        "std": pytest.approx(0.1767767),
+        "n": 2,
+        "ci95": pytest.approx(1.588276),
+    }
     assert table["per"]["final"]["mean"] == 0.5
     assert table["per"]["curve"] == {
         "iteration": [0, 1, 2],
@@ -79,10 +85,30 @@ def test_aggregate_mean_std_and_range_over_seeds():
         "min": [0.0, 0.25, 0.25],
         "max": [0.0, 0.5, 0.75],
     }
-    assert table["freshper"]["peak"] == {"mean": 1.0, "std": 0.0, "n": 1}
+    assert table["freshper"]["peak"]["mean"] == 1.0 and table["freshper"]["peak"]["n"] == 1
     args = compare.parse_args(["--modes", "per", "freshper", "--seeds", "2"])
     text = compare.markdown(args, compare.aggregate(runs), runs, "python -m experiments.compare")
-    assert "| freshrl/FrozenLake-v0 | 0.625 ± 0.177 (n=2) | 1.000 ± 0.000 (n=1) |" in text
+    assert "| freshrl/FrozenLake-v0 | 0.625 ± 1.588 (std 0.177, n=2) | 1.000 ± nan (std 0.000, n=1) |" in text
+
+
+def test_freshper_is_tested_against_each_mode_with_its_power():
+    fresh = [synthetic_run("freshper", k, [0.2, p, p]) for k, p in enumerate([0.40, 0.45, 0.50])]
+    on_policy = [synthetic_run("on_policy", k, [0.2, p, p]) for k, p in enumerate([0.20, 0.25, 0.30])]
+    for run in fresh:
+        run["training"] = [{"replay/is_weight_mean": 0.5, "replay/success_fraction": 0.4}, {}]
+    table = compare.aggregate([*fresh, *on_policy])["freshrl/FrozenLake-v0"]
+    test = table["on_policy"]["vs_freshper"]["peak"]
+    assert test["difference"] == pytest.approx(0.2)
+    # Welch: se = sqrt(2 x 0.0025 / 3), t = 0.2 / se = 4.899 on 4 degrees of freedom.
+    assert test["p_value"] == pytest.approx(0.00805, abs=2e-4)
+    assert 0 < test["detectable"] < 0.2
+    assert "vs_freshper" not in table["freshper"]
+    assert table["freshper"]["replay"]["replay/is_weight_mean"] == 0.5
+    assert table["on_policy"]["replay"]["replay/is_weight_mean"] is None
+    args = compare.parse_args(["--modes", "on_policy", "freshper", "--seeds", "3"])
+    text = compare.markdown(args, compare.aggregate([*fresh, *on_policy]), [*fresh, *on_policy], "cmd")
+    assert "| freshrl/FrozenLake-v0 | on-policy | peak | +0.200 | 0.008 |" in text
+    assert "| freshrl/FrozenLake-v0 | FreshPER | 0.500 |" in text  # the replay table, is_weight_mean first
 
 
 def test_runs_that_trained_nothing_are_flagged():
