@@ -254,7 +254,7 @@ def _mean_std(values: list[float]) -> dict[str, float]:
 
     n = len(values)
     std = float(np.std(values, ddof=1)) if n > 1 else 0.0
-    half = float(stats.t.ppf(0.975, n - 1) * std / np.sqrt(n)) if n > 1 else float("nan")
+    half = float(stats.t.ppf(0.975, n - 1) * std / np.sqrt(n)) if n > 1 else None  # no interval from 1 seed
     return {"mean": float(np.mean(values)), "std": std, "n": n, "ci95": half}
 
 
@@ -356,10 +356,14 @@ def _table(table: dict[str, Any], modes: list[str], key: str) -> list[str]:
             values.append(
                 ""
                 if stat is None
-                else f"{stat['mean']:.3f} ± {stat['ci95']:.3f} (std {stat['std']:.3f}, n={stat['n']})"
+                else f"{stat['mean']:.3f} ± {_number(stat['ci95'])} (std {stat['std']:.3f}, n={stat['n']})"
             )
         rows.append(f"| {env} | " + " | ".join(values) + " |")
     return rows
+
+
+def _number(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.3f}"
 
 
 def _tests(table: dict[str, Any], modes: list[str]) -> list[str]:
@@ -372,9 +376,10 @@ def _tests(table: dict[str, Any], modes: list[str]) -> list[str]:
                 continue
             for key in ("peak", "final"):
                 t = test[key]
-                p = "n/a" if t["p_value"] is None else f"{t['p_value']:.3f}"
-                mde = "n/a" if t["detectable"] is None else f"{t['detectable']:.3f}"
-                rows.append(f"| {env} | {MODE_LABELS[mode]} | {key} | {t['difference']:+.3f} | {p} | {mde} |")
+                rows.append(
+                    f"| {env} | {MODE_LABELS[mode]} | {key} | {t['difference']:+.3f} | "
+                    f"{_number(t['p_value'])} | {_number(t['detectable'])} |"
+                )
     if not rows:
         return []
     return [
@@ -407,7 +412,7 @@ def _replay_table(table: dict[str, Any], modes: list[str]) -> list[str]:
     for env, cells in table.items():
         for mode in replay_modes:
             values = cells.get(mode, {}).get("replay", {})
-            shown = ["" if values.get(k) is None else f"{values[k]:.3f}" for k in REPLAY_METRICS]
+            shown = [_number(values.get(k)) for k in REPLAY_METRICS]
             rows.append(f"| {env} | {MODE_LABELS[mode]} | " + " | ".join(shown) + " |")
     return [*rows, ""]
 

@@ -33,7 +33,7 @@ def test_compare_writes_table_curves_json_and_skips_finished_runs(tmp_path, tiny
     assert len(results["runs"]) == 2
     table = (tmp_path / "comparison.md").read_text()
     assert "| task | on-policy | FreshPER |" in table
-    assert "| freshrl/FrozenLake-v0 | " in table and "(n=1)" in table
+    assert "| freshrl/FrozenLake-v0 | " in table and ", n=1)" in table
     assert "| FrozenLake (LLM) | success | 0.297 | 0.281 | 0.305 | freshrl/FrozenLake-v0 |" in table
     assert (tmp_path / "curves-FrozenLake-v0.png").read_bytes().startswith(b"\x89PNG")
 
@@ -88,7 +88,7 @@ def test_aggregate_mean_std_and_range_over_seeds():
     assert table["freshper"]["peak"]["mean"] == 1.0 and table["freshper"]["peak"]["n"] == 1
     args = compare.parse_args(["--modes", "per", "freshper", "--seeds", "2"])
     text = compare.markdown(args, compare.aggregate(runs), runs, "python -m experiments.compare")
-    assert "| freshrl/FrozenLake-v0 | 0.625 ± 1.588 (std 0.177, n=2) | 1.000 ± nan (std 0.000, n=1) |" in text
+    assert "| freshrl/FrozenLake-v0 | 0.625 ± 1.588 (std 0.177, n=2) | 1.000 ± n/a (std 0.000, n=1) |" in text
 
 
 def test_freshper_is_tested_against_each_mode_with_its_power():
