@@ -70,10 +70,13 @@ def overlong_length(trajectory: Trajectory, scope: str, max_response_tokens: int
 
 def is_overlong(trajectory: Trajectory, scope: str) -> bool:
     """Whether overlong filtering masks this episode: ``"trajectory"``, its responses used its whole
-    response budget; ``"turn"``, some response hit the generation limit (finish reason ``"length"``)."""
+    response budget and the last was cut there (one that ended by itself on its last budget token is not
+    truncated, as in DAPO); ``"turn"``, some response hit the generation limit (finish reason
+    ``"length"``)."""
     if scope == "turn":
         return trajectory.response_truncated
-    return trajectory.num_response_tokens >= _budget(trajectory, scope)
+    used_up = trajectory.num_response_tokens >= _budget(trajectory, scope)
+    return used_up and bool(trajectory.finish_reasons) and trajectory.finish_reasons[-1] == "length"
 
 
 def _budget(trajectory: Trajectory, scope: str) -> int:

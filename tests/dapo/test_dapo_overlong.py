@@ -85,6 +85,10 @@ def test_trajectory_scope_reads_the_whole_episode_against_its_budget():
     assert overlong_length(trajectory, "turn", 10) == (10, 10)
     assert is_overlong(trajectory, "turn")
     assert is_overlong(three_turns(budget=30), "trajectory")  # the budget used up
+    # A last response that ended by itself (EOS) on the budget's last token was not cut: not overlong.
+    ended = three_turns(budget=30)
+    ended.finish_reasons[-1] = "stop"
+    assert not is_overlong(ended, "trajectory")
     with pytest.raises(ValueError, match="response_budget"):
         is_overlong(three_turns(budget=None), "trajectory")
     with pytest.raises(ValueError, match="scope"):
