@@ -9,7 +9,10 @@ any benchmark stops right after the check (the test runs every benchmark that wa
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
+import io
+import warnings
 from collections.abc import Sequence
 
 # The one-line setups (Makefile). `make bench` installs the `bench` extra into .venv beside the vLLM build.
@@ -30,12 +33,15 @@ def missing_modules(modules: Sequence[str]) -> dict[str, str]:
     """Import name -> the import error, for each of `modules` that does not import.
 
     Imports for real (not only ``find_spec``): a package present but broken beside ours (e.g. a TRL built for
-    another transformers) fails here too rather than mid-run.
+    another transformers) fails here too rather than mid-run. What an import prints (old ``gym`` prints a
+    deprecation banner) is dropped: the check's own message is the one that matters.
     """
     missing = {}
     for module in modules:
         try:
-            importlib.import_module(module)
+            with contextlib.redirect_stderr(io.StringIO()), warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                importlib.import_module(module)
         except ImportError as error:
             missing[module] = f"{type(error).__name__}: {error}"
     return missing
