@@ -13,8 +13,8 @@ from gymnasium.envs.registration import load_env_creator, register, registry
 from envs.base import MultiTurnEnv, Outcome, Parsed
 
 _ENVS = {
-    "freshrl/Sokoban-v0": ("envs.sokoban:SokobanEnv", {"preset": "simple"}),
-    "freshrl/SokobanHard-v0": ("envs.sokoban:SokobanEnv", {"preset": "hard"}),
+    "freshrl/Sokoban-v0": ("envs.sokoban:SokobanEnv", {"difficulty": "simple"}),
+    "freshrl/SokobanHard-v0": ("envs.sokoban:SokobanEnv", {"difficulty": "hard"}),
     "freshrl/FrozenLake-v0": ("envs.frozen_lake:FrozenLakeEnv", {}),
     "freshrl/FrozenLakeVision-v0": ("envs.frozen_lake:FrozenLakeVisionEnv", {}),
     "freshrl/Math-v0": ("envs.math_task:MathEnv", {}),

@@ -47,8 +47,8 @@ MAX_SIZE = 128
 # Tiles smaller than 5 pixels cannot hold the agent's circle (_lake_tiles); 256 keeps an 8x8 image at 2048^2.
 CELL_PIXELS_RANGE = (5, 256)
 # Default move budget: 2.5 x the longest start-goal Manhattan distance 2 (size - 1), i.e. 5 (size - 1) moves.
-# It keeps the FrozenLake preset's budget at 4x4 (experiments/presets/frozen_lake.yaml: 5 turns of 3 moves)
-# and grows with the map, where holes lengthen the detours.
+# It keeps the FrozenLake settings file's budget at 4x4 (experiments/settings/frozen_lake.yaml: 5 turns of
+# 3 moves) and grows with the map, where holes lengthen the detours.
 BUDGET_MOVES_PER_SIZE = 5
 
 

@@ -22,7 +22,7 @@ SOLVED_BONUS = 10.0
 
 
 @dataclass(frozen=True)
-class SokobanPreset:
+class SokobanDifficulty:
     """Level size and difficulty, and the turn budget that goes with it."""
 
     dim: tuple[int, int]
@@ -35,9 +35,9 @@ class SokobanPreset:
 
 # The turn budget leaves room for about twice the longest optimal solution: 25 moves for at most 12 (simple),
 # 50 for at most 30 (hard).
-PRESETS = {
-    "simple": SokobanPreset((6, 6), 1, 4, 12, max_turns=5, max_actions_per_turn=5),
-    "hard": SokobanPreset((8, 8), 2, 10, 30, max_turns=10, max_actions_per_turn=5),
+DIFFICULTIES = {
+    "simple": SokobanDifficulty((6, 6), 1, 4, 12, max_turns=5, max_actions_per_turn=5),
+    "hard": SokobanDifficulty((8, 8), 2, 10, 30, max_turns=10, max_actions_per_turn=5),
 }
 
 WALL, FLOOR, TARGET, BOX, BOX_ON_TARGET_CHAR, PLAYER, PLAYER_ON_TARGET = "#", "_", "O", "X", "*", "P", "S"
@@ -95,14 +95,14 @@ class SokobanEnv(MultiTurnEnv):
 
     ## Arguments
     ```python
-    gymnasium.make("freshrl/Sokoban-v0", preset="simple", dim=None, num_boxes=None,
+    gymnasium.make("freshrl/Sokoban-v0", difficulty="simple", dim=None, num_boxes=None,
                    min_solution_length=None, max_solution_length=None, max_turns=None,
                    max_actions_per_turn=None, invalid_output="reprompt", invalid_penalty=-0.1,
                    render_mode=None, cell_pixels=28)
     ```
-    ``preset``: ``"simple"`` (6x6 room, 1 box, 4-12 moves, 5 turns of up to 5 moves) or ``"hard"`` (8x8,
+    ``difficulty``: ``"simple"`` (6x6 room, 1 box, 4-12 moves, 5 turns of up to 5 moves) or ``"hard"`` (8x8,
     2 boxes, 10-30 moves, 10 turns of up to 5 moves; ``freshrl/SokobanHard-v0``). Each ``None`` argument
-    takes the preset's value. ``dim``: a (height, width) pair of integers >= 3 whose search space (interior
+    takes the difficulty's. ``dim``: a (height, width) pair of integers >= 3 whose search space (interior
     cells x box placements) is at most :data:`~envs.sokoban_levels.MAX_SEARCH_STATES` = 3,000,000: up to 4
     boxes at 8x8, 3 at 10x10, 2 at 12x12. ``num_boxes``: 1 to the interior minus 2. ``1 <=
     min_solution_length <= max_solution_length``. ``max_turns``, ``max_actions_per_turn``: at least 1.
@@ -117,7 +117,7 @@ class SokobanEnv(MultiTurnEnv):
 
     def __init__(
         self,
-        preset: str = "simple",
+        difficulty: str = "simple",
         *,
         dim: tuple[int, int] | None = None,
         num_boxes: int | None = None,
@@ -130,10 +130,10 @@ class SokobanEnv(MultiTurnEnv):
         render_mode: str | None = None,
         cell_pixels: int = 28,
     ):
-        if not isinstance(preset, str) or preset not in PRESETS:
-            raise ValueError(f"unknown preset {preset!r}; choose from {sorted(PRESETS)}")
-        base = PRESETS[preset]
-        self.preset = preset
+        if not isinstance(difficulty, str) or difficulty not in DIFFICULTIES:
+            raise ValueError(f"unknown difficulty {difficulty!r}; choose from {sorted(DIFFICULTIES)}")
+        base = DIFFICULTIES[difficulty]
+        self.difficulty = difficulty
         dim = dim if dim is not None else base.dim
         num_boxes = num_boxes if num_boxes is not None else base.num_boxes
         min_length = min_solution_length if min_solution_length is not None else base.min_solution_length

@@ -200,7 +200,7 @@ def test_an_explicit_budget_only_yields_maps_that_fit_it():
         FrozenLakeEnv(size=8, max_turns=2, max_actions_per_turn=3)
 
 
-def test_the_default_budget_is_the_presets_at_4x4():
+def test_the_default_budget_is_the_settings_files_at_4x4():
     assert FrozenLakeEnv().max_turns == 5 and FrozenLakeVisionEnv().max_turns == 5
     assert FrozenLakeEnv(size=8).max_turns == 12
 

@@ -8,7 +8,7 @@ import pytest
 
 import envs  # noqa: F401  (registers the envs)
 from envs.seeds import seeds
-from envs.sokoban import PRESETS, SokobanEnv
+from envs.sokoban import DIFFICULTIES, SokobanEnv
 from envs.sokoban_levels import (
     MAX_SEARCH_STATES,
     Level,
@@ -63,9 +63,9 @@ def play(env: SokobanEnv, moves: list[str]) -> tuple[float, bool, int]:
     return total, success, turns
 
 
-@pytest.mark.parametrize("preset", sorted(PRESETS))
-def test_generated_levels_respect_the_preset(preset):
-    spec = PRESETS[preset]
+@pytest.mark.parametrize("difficulty", sorted(DIFFICULTIES))
+def test_generated_levels_respect_the_difficulty(difficulty):
+    spec = DIFFICULTIES[difficulty]
     rng = np.random.default_rng(0)
     for _ in range(200):
         level = generate_level(
@@ -271,7 +271,7 @@ def test_levels_without_a_wall_border_or_already_solved_are_rejected():
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"preset": "medium"}, r"unknown preset 'medium'"),
+        ({"difficulty": "medium"}, r"unknown difficulty 'medium'"),
         ({"dim": 6}, r"dim must be a \(height, width\) pair"),
         ({"dim": (6, "6")}, r"dim must be an integer >= 3"),
         ({"dim": (2, 6)}, r"dim must be an integer >= 3, got 2"),
