@@ -121,9 +121,15 @@ class DAPOTorchLearner(TorchLearner):
             self.metrics.log_value("train/skipped_empty_steps", 1, reduce="sum")
             return
         normalizer = loss_normalizer(masks, loss_cfg.loss_agg_mode, self._response_budget(minibatch))
+        # Only rows that add to the loss get a forward/backward (the normaliser above still counts them all).
+        # If none does, one row runs with its loss times 0, so AdamW steps on zero gradients as before.
+        trained = [i for i, t in enumerate(minibatch) if self._contributes(t, masks[i], weights[i])]
+        candidates = trained or [0]
         # This learner's shard; with DDP each rank averages gradients, so scale the loss back to a sum.
         world = max(1, config.num_learners)
-        shard, stand_in = learner_shard(len(minibatch), self._learner_index, world)
+        positions, stand_in = learner_shard(len(candidates), self._learner_index, world)
+        shard, stand_in = [candidates[p] for p in positions], stand_in or not trained
+        self.metrics.log_value("train/skipped_rows", len(minibatch) - len(trained), reduce="sum")
         # A group's samples side by side, so a micro-batch shares its prompt (DAPOConfig.share_prefix). The
         # order of a minibatch's rows does not change its gradient.
         shard.sort(key=lambda i: minibatch[i].group_id)
@@ -181,7 +187,7 @@ class DAPOTorchLearner(TorchLearner):
                     sums.get("mismatch_ratio_max", -math.inf), float(metrics["mismatch_ratio_max"])
                 )
             valid = mask.bool()
-            _accumulate(sums, "entropy", float(out["entropy"][valid].sum()))
+            _accumulate(sums, "entropy", float(out["entropy"].detach()[valid].sum()))
             _accumulate(sums, "mean_token_prob", float(out["logp"].detach()[valid].exp().sum()))
             sums["ratio_min"] = min(sums.get("ratio_min", math.inf), float(metrics["ratio_min"]))
             sums["ratio_max"] = max(sums.get("ratio_max", -math.inf), float(metrics["ratio_max"]))
@@ -248,6 +254,14 @@ class DAPOTorchLearner(TorchLearner):
         mask = torch.tensor(trajectory.loss_mask[1:], dtype=torch.float32)[None]
         return mask * self._overlong_keep([trajectory])[:, None]
 
+    def _contributes(self, trajectory: Trajectory, mask: torch.Tensor, weight: float = 1.0) -> bool:
+        """Whether the row can add to the loss or its gradient. It cannot when every token is masked
+        (overlong-filtered, or no response), when its weight is 0, or, without a KL term, when its
+        advantage is 0: each token's clipped term is then r * 0 (loss.py), exactly 0 with a 0 gradient."""
+        if weight == 0 or not bool(mask.any()):
+            return False
+        return self.config.kl_coef > 0 or trajectory.advantage != 0
+
     def _overlong_keep(self, trajectories: Sequence[Trajectory]) -> torch.Tensor:
         """[B] 1.0 for trajectories that are trained on, 0.0 for those overlong filtering masks (DAPO section
         3.4, in ``overlong_scope``)."""
@@ -263,7 +277,12 @@ class DAPOTorchLearner(TorchLearner):
         Keyed by id(): the pass holds its trajectory objects until it ends; one sampled twice is computed
         once."""
         policy = self._policy()
-        unique = list({id(t): t for t in trajectories}.values())
+        # Rows that add nothing to the loss never read their pi_old.
+        unique = [
+            t
+            for t in {id(t): t for t in trajectories}.values()
+            if self._contributes(t, self._effective_mask(t))
+        ]
         unique.sort(key=lambda t: t.group_id)
         size = self.config.micro_batch_size
         logprobs: dict[int, torch.Tensor] = {}
@@ -279,10 +298,12 @@ class DAPOTorchLearner(TorchLearner):
 
     def _padded_learner_logp_old(self, rows: Sequence[Trajectory], like: torch.Tensor) -> torch.Tensor:
         """The recomputed pi_old of a micro-batch's rows, padded like ``like`` (its collated [B, T-1])."""
-        padded = torch.zeros_like(like)
+        padded = like.clone()  # a stand-in row (loss times 0) has none: it keeps the sampler's
         for row, trajectory in enumerate(rows):
-            logp = self._learner_logp_old[id(trajectory)]
-            padded[row, : logp.shape[0]] = logp
+            logp = self._learner_logp_old.get(id(trajectory))
+            if logp is not None:
+                padded[row] = 0.0
+                padded[row, : logp.shape[0]] = logp
         return padded
 
     @torch.no_grad()

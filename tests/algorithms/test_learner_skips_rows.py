@@ -1,0 +1,129 @@
+"""Rows that add nothing to the loss (every token masked, or advantage 0 without a KL term) get no forward or
+backward, and the step's gradient is the one of the whole minibatch computed in one plain pass."""
+
+from __future__ import annotations
+
+import torch
+
+from algorithms.dapo import DAPOConfig, apply_preset
+from algorithms.dapo.collate import collate
+from algorithms.dapo.loss import LossConfig, loss_normalizer, policy_loss
+from algorithms.trajectory import Trajectory
+from envs.base import AnyText
+
+PROMPT, RESPONSE = 5, 6
+
+
+def build_learner(**training):
+    config = apply_preset(DAPOConfig().environment("freshrl/FrozenLake-v0"), "dapo", tiny=True)
+    config = config.training(
+        overlong_filtering=True, num_epochs=1, minibatch_size=8, micro_batch_size=2, grad_clip=1e9, **training
+    ).replay(mode="on_policy")
+    text = AnyText()
+    learner = config.build_learner(spaces={"default_policy": (text, text)})
+    learner.build()
+    return learner
+
+
+def trajectory(group_id: int, advantage: float, offset: int, *, truncated: bool = False) -> Trajectory:
+    ids = [(5 * k + 3 * offset) % 60 + 1 for k in range(PROMPT + RESPONSE)]
+    return Trajectory(
+        token_ids=ids,
+        loss_mask=[0] * PROMPT + [1] * RESPONSE,
+        behaviour_logprobs=[0.0] * (PROMPT + RESPONSE),
+        response_spans=[(PROMPT, PROMPT + RESPONSE)],
+        turn_rewards=[0.0],
+        finish_reasons=["length" if truncated else "stop"],
+        # Truncated on its budget's last token: overlong filtering masks all of it.
+        response_budget=RESPONSE if truncated else 64,
+        env_seed=0,
+        group_id=group_id,
+        collection_step=0,
+        policy_version=0,
+        advantage=advantage,
+    )
+
+
+def on_policy(learner, trajectories: list[Trajectory]) -> list[Trajectory]:
+    """The trajectories with behaviour logprobs equal to the learner's (ratio 1: no token is clipped)."""
+    batch = collate(trajectories)
+    with torch.no_grad():
+        logp = learner._policy().compute_logprobs(batch, with_entropy=False)["logp"]
+    for row, t in enumerate(trajectories):
+        t.behaviour_logprobs = [0.0] + logp[row, : len(t.token_ids) - 1].tolist()
+    return trajectories
+
+
+def reference_gradient(learner, trajectories: list[Trajectory]) -> dict[str, torch.Tensor]:
+    """Every row in one forward/backward, the overlong-filtered one masked, as the learner did before."""
+    model = learner._policy().model
+    model.zero_grad(set_to_none=True)
+    batch = collate(trajectories)
+    out = learner._policy().compute_logprobs(batch, with_entropy=True)
+    mask = batch["loss_mask"] * learner._overlong_keep(trajectories)[:, None]
+    cfg = LossConfig(eps_low=learner.config.eps_low, eps_high=learner.config.eps_high)
+    loss, _ = policy_loss(
+        out["logp"], batch["logp_old"], batch["advantages"], mask,
+        normalizer=loss_normalizer([mask], "token-mean"), cfg=cfg, weights=batch["weights"],
+    )  # fmt: skip
+    loss.backward()
+    grads = {name: p.grad.clone() for name, p in model.named_parameters()}
+    model.zero_grad(set_to_none=True)
+    return grads
+
+
+def count_forward_rows(learner) -> list[int]:
+    module = learner.module["default_policy"]
+    rows: list[int] = []
+    forward = module.forward_train
+
+    def spy(batch, **kwargs):
+        rows.append(int(batch["input_ids"].shape[0]))
+        return forward(batch, **kwargs)
+
+    module.forward_train = spy
+    return rows
+
+
+def test_rows_without_loss_are_skipped_and_the_gradient_is_unchanged():
+    learner = build_learner()
+    batch = on_policy(
+        learner,
+        [
+            trajectory(0, 1.0, 0),
+            trajectory(0, 0.0, 1),  # zero advantage: no gradient
+            trajectory(1, -1.0, 2),
+            trajectory(1, 1.0, 3, truncated=True),  # overlong-filtered: every token masked
+            trajectory(2, 0.0, 4),
+            trajectory(2, 0.5, 5),
+        ],
+    )
+    expected = reference_gradient(learner, batch)
+    rows = count_forward_rows(learner)
+    results = learner.update_from_trajectories(batch)
+    assert sum(rows) == 3  # only the rows with a non-zero advantage and a response token
+    assert results["train/skipped_rows"].peek() == 3
+    for name, p in learner._policy().model.named_parameters():
+        torch.testing.assert_close(p.grad, expected[name], rtol=1e-5, atol=1e-7, msg=name)
+    assert any(float(g.abs().max()) > 0 for g in expected.values())
+
+
+def test_a_step_whose_rows_all_have_zero_advantage_still_steps_on_zero_gradients():
+    learner = build_learner(weight_decay=0.1)
+    batch = on_policy(learner, [trajectory(0, 0.0, 0), trajectory(0, 0.0, 1), trajectory(1, 0.0, 2)])
+    before = {k: v.clone() for k, v in learner._policy().model.state_dict().items()}
+    rows = count_forward_rows(learner)
+    learner.update_from_trajectories(batch)
+    assert sum(rows) == 1  # one stand-in row, its loss times 0
+    assert learner.optimizer_steps == 1  # AdamW's decay still applies, as when every row ran
+    model = learner._policy().model
+    assert all(float(p.grad.abs().max()) == 0 for p in model.parameters())
+    assert any(not torch.equal(v, before[k]) for k, v in model.state_dict().items())
+
+
+def test_with_a_kl_term_zero_advantage_rows_still_train():
+    learner = build_learner(kl_coef=0.1)
+    batch = on_policy(learner, [trajectory(0, 0.0, 0), trajectory(0, 1.0, 1)])
+    rows = count_forward_rows(learner)
+    learner.update_from_trajectories(batch)
+    assert sum(rows) == 2
