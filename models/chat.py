@@ -1,4 +1,4 @@
-"""Token-in, token-out rendering of multi-turn ChatML conversations (Qwen2 / Qwen2.5-VL chat template).
+"""Token-in, token-out rendering of multi-turn ChatML conversations (Qwen2 / Qwen2.5-VL / SmolLM2 templates).
 
 A rollout never decodes and re-tokenizes what the policy sampled. It keeps the conversation as a list of
 token ids built from three kinds of pieces::
@@ -51,8 +51,12 @@ class ChatRenderer:
     Args:
         model_path_or_processor: a model directory (its tokenizer, and its processor when the model has a
             vision config, are loaded from it), a tokenizer, or a multimodal processor.
-        system_prompt: text of a system message placed before the first user message; None for no system
-            message (the template adds no default one).
+        system_prompt: text of a system message placed before the first user message; None for the chat
+            template's default: the system message its template adds to a conversation that has none
+            (SmolLM2's "You are a helpful AI assistant named SmolLM, ...", Qwen2.5's "You are Qwen, ..."),
+            or no system message where it adds none (the tiny models). So the ids equal
+            ``apply_chat_template`` of the same messages, which is what the model was tuned on and what any
+            other tool (vLLM's chat API, TRL) gives it.
 
     Attributes:
         is_vision: whether observations may carry images.
@@ -82,7 +86,7 @@ class ChatRenderer:
         else:
             raise TypeError(f"expected a model path, a tokenizer or a processor, got {type(source).__name__}")
         self.is_vision = self.processor is not None
-        self.system_prompt = system_prompt
+        self.system_prompt = default_system_prompt(self.tokenizer) if system_prompt is None else system_prompt
         self.eos_token_id = self._special_id(IM_END)
         self._special_id(IM_START)
         if self.is_vision:
@@ -152,6 +156,29 @@ class ChatRenderer:
         if self.processor is None:
             raise ValueError("this model has no vision processor; observations must be text")
         return self.processor
+
+
+def default_system_prompt(tokenizer: PreTrainedTokenizerBase) -> str | None:
+    """The system message the tokenizer's chat template adds when a conversation has none (None if it adds
+    none, or has no template): read off the template's rendering of a one-message conversation."""
+    if tokenizer.chat_template is None:
+        return None
+    marker = "\x00freshrl-user-turn\x00"
+    text = tokenizer.apply_chat_template(
+        [{"role": "user", "content": marker}], tokenize=False, add_generation_prompt=True
+    )
+    user_turn = text.find(f"{IM_START}user\n{marker}")
+    before_user = text[:user_turn]
+    opening, closing = f"{IM_START}system\n", f"{IM_END}\n"
+    if user_turn == 0:
+        return None
+    if user_turn < 0 or not (before_user.startswith(opening) and before_user.endswith(closing)):
+        raise ValueError(
+            "ChatRenderer renders ChatML conversations; this chat template renders a user message as "
+            f"{text!r:.160}, not as <|im_start|>user after an optional ChatML system message. Pass "
+            "system_prompt= explicitly to use it anyway."
+        )
+    return before_user[len(opening) : -len(closing)]
 
 
 def to_pil(image: np.ndarray) -> Image.Image:

@@ -89,6 +89,44 @@ def test_rendering_matches_the_template_for_arbitrary_text(lm_path: Path, observ
     assert ids == template_ids(renderer.tokenizer, None, observations, responses)
 
 
+# SmolLM2-135M-Instruct's template: a default system message when the conversation has none.
+DEFAULT_SYSTEM_TEMPLATE = (
+    "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}"
+    "{{ '<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face"
+    "<|im_end|>\n' }}"
+    "{% endif %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}"
+    "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+)
+
+
+@pytest.mark.parametrize("system", [None, "Be brief."])
+def test_a_template_default_system_prompt_is_rendered_as_the_template_does(lm_path: Path, system):
+    tokenizer = AutoTokenizer.from_pretrained(lm_path)
+    tokenizer.chat_template = DEFAULT_SYSTEM_TEMPLATE
+    renderer = ChatRenderer(tokenizer, system_prompt=system)
+    expected_system = "You are a helpful AI assistant named SmolLM, trained by Hugging Face"
+    assert renderer.system_prompt == (expected_system if system is None else system)
+    ids, _, _ = render(renderer, OBSERVATIONS, RESPONSES[:2], (True, False))
+    assert ids == template_ids(tokenizer, system, OBSERVATIONS, RESPONSES[:2])
+
+
+def test_a_template_without_a_default_system_prompt_gets_none(lm_path: Path):
+    assert ChatRenderer(lm_path).system_prompt is None
+    tokenizer = AutoTokenizer.from_pretrained(lm_path)
+    tokenizer.chat_template = None
+    assert ChatRenderer(tokenizer).system_prompt is None
+
+
+def test_a_template_that_is_not_chatml_before_the_user_turn_is_a_clear_error(lm_path: Path):
+    tokenizer = AutoTokenizer.from_pretrained(lm_path)
+    tokenizer.chat_template = (
+        "[INST]{{ messages[0]['content'] }}<|im_start|>user\n{{ messages[0]['content'] }}"
+    )
+    with pytest.raises(ValueError, match="system_prompt="):
+        ChatRenderer(tokenizer)
+    assert ChatRenderer(tokenizer, system_prompt="given").system_prompt == "given"
+
+
 def test_vision_rendering_expands_images_like_the_processor(vlm_path: Path):
     processor = AutoProcessor.from_pretrained(vlm_path)
     renderer = ChatRenderer(processor, system_prompt="Find the goal.")

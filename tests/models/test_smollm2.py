@@ -107,6 +107,24 @@ def test_build_is_a_plain_tied_llama_with_chatml_and_its_source_recorded(path: P
     assert text.endswith("<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n")
 
 
+@pytest.mark.parametrize("system", [None, "Answer with the number only."])
+def test_rendering_equals_the_chat_template_default_system_prompt_included(renderer: ChatRenderer, system):
+    tokenizer = renderer.tokenizer
+    chosen = ChatRenderer(tokenizer, system_prompt=system)
+    messages = [] if system is None else [{"role": "system", "content": system}]
+    messages.append({"role": "user", "content": OBSERVATIONS[0]})
+    expected = tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_dict=False)
+    assert chosen.prompt(OBSERVATIONS[0]).token_ids == expected
+    # A second turn after a response that ended with <|im_end|>, as a multi-turn rollout renders it.
+    response = tokenizer("19", add_special_tokens=False)["input_ids"] + [chosen.eos_token_id]
+    ids = chosen.prompt(OBSERVATIONS[0]).token_ids + response
+    ids += chosen.continuation(OBSERVATIONS[1], response_ended_with_eos=True).token_ids
+    messages += [{"role": "assistant", "content": "19"}, {"role": "user", "content": OBSERVATIONS[1]}]
+    assert ids == tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_dict=False)
+    if system is None:  # kept: the model was tuned on it, and every other tool (vLLM's chat API) adds it
+        assert chosen.system_prompt.startswith("You are a helpful AI assistant named SmolLM")
+
+
 def test_build_is_cached_and_deterministic(path: Path, tmp_path: Path):
     assert smollm2_path(path.parent) == path  # cached: no rebuild
 
