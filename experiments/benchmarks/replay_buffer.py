@@ -30,6 +30,10 @@ import numba
 import numpy as np
 
 from algorithms.replay import make_replay_buffer
+from experiments.benchmarks.requirements import parse_and_check
+
+# Nothing beyond the core dependencies: numba and RLlib's buffer (the baseline) come with freshrl.
+REQUIRES: tuple[str, ...] = ()
 
 BATCH = 256
 FILL_CHUNK = 4096
@@ -182,8 +186,10 @@ def bench_rllib(n: int, args: argparse.Namespace, rng: np.random.Generator) -> d
     return {"step": step_s, "add": add_s, "fill": fill_s}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        prog="python -m experiments.benchmarks.replay_buffer", description=__doc__.split("\n\n")[0]
+    )
     parser.add_argument("--quick", action="store_true", help="N = 1e3, 1e4 only")
     parser.add_argument("--alpha", type=float, default=0.6)
     parser.add_argument("--tau", type=float, default=500.0)
@@ -191,7 +197,7 @@ def main() -> None:
     parser.add_argument("--no-rllib", action="store_true", help="skip RLlib's buffer")
     parser.add_argument("--rllib-max-n", type=int, default=1_000_000, help="largest N tried for RLlib")
     parser.add_argument("--rllib-add-reps", type=int, default=5, help="timed RLlib inserts (slow at 1e6)")
-    args = parser.parse_args()
+    args = parse_and_check(parser, argv, REQUIRES)
     sizes = [1_000, 10_000] if args.quick else [10_000, 100_000, 1_000_000]
 
     print(

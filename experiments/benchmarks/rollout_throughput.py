@@ -28,10 +28,14 @@ import torch
 from transformers import AutoModelForCausalLM
 from transformers.utils import logging as hf_logging
 
+from experiments.benchmarks.requirements import parse_and_check
 from models.chat import ChatRenderer
 from models.engine import Prompt, RolloutEngine, SamplingConfig
 from models.smollm2 import smollm2_path
 from models.tiny import qwen25_05b_like_path, tiny_lm_path
+
+# The engine's vLLM build (the cpu or gpu extra); the HF baseline is transformers, a core dependency.
+REQUIRES = ("vllm",)
 
 MODELS = {"tiny": tiny_lm_path, "qwen05b": qwen25_05b_like_path, "smollm2": smollm2_path}
 
@@ -99,14 +103,16 @@ def best_rates(runs: dict[str, Callable[[], int]], repeats: int) -> dict[str, fl
     return best
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        prog="python -m experiments.benchmarks.rollout_throughput", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("--models", default="tiny,qwen05b", help="comma-separated: " + ", ".join(MODELS))
     parser.add_argument("--prompts", type=int, default=32)
     parser.add_argument("--new-tokens", type=int, default=128)
     parser.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float32"])
     parser.add_argument("--repeats", type=int, default=2, help="timed repetitions per side (best is kept)")
-    args = parser.parse_args()
+    args = parse_and_check(parser, argv, REQUIRES)
     hf_logging.disable_progress_bar()
     threads = torch.get_num_threads()
     print(f"{args.prompts} prompts x {args.new_tokens} new tokens, {args.dtype}, {threads} torch threads")

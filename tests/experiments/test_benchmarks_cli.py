@@ -1,0 +1,105 @@
+"""Every benchmark parses its arguments and checks its optional imports before any work (issue 14 item 8).
+
+Runs each benchmark's ``main(["--check-setup"])``, which stops after the parsing and the check: the benchmarks
+themselves are not run here. Every module of experiments/benchmarks/ (but the check itself) is a benchmark.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import experiments.benchmarks
+from experiments.benchmarks.requirements import (
+    BENCH_SETUP,
+    ENGINE_SETUP,
+    MissingRequirements,
+    missing_modules,
+    parse_and_check,
+)
+
+BENCHMARKS = sorted(
+    path.stem
+    for path in Path(experiments.benchmarks.__file__).parent.glob("*.py")
+    if path.stem not in {"__init__", "requirements"}
+)
+
+
+def benchmark(name: str):
+    return importlib.import_module(f"experiments.benchmarks.{name}")
+
+
+def test_every_benchmark_is_found():
+    assert {"dapo_step", "env_throughput", "replay_buffer", "rollout_throughput"} <= set(BENCHMARKS)
+
+
+@pytest.mark.parametrize("name", BENCHMARKS)
+def test_check_setup_parses_the_arguments_checks_the_imports_and_stops(name, capsys):
+    module = benchmark(name)
+    missing = missing_modules(module.REQUIRES)
+    with pytest.raises(SystemExit) as stopped:
+        module.main(["--check-setup"])
+    if missing:  # e.g. a clone without `make bench`: the error says how to install what is missing
+        assert isinstance(stopped.value, MissingRequirements)
+        assert all(name in str(stopped.value) for name in missing)
+    else:
+        assert stopped.value.code == 0
+        assert "optional imports present" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("name", BENCHMARKS)
+def test_an_unknown_argument_is_refused(name):
+    with pytest.raises(SystemExit) as stopped:
+        benchmark(name).main(["--check-setup", "--no-such-option"])
+    assert stopped.value.code == 2
+
+
+@pytest.mark.parametrize("name", BENCHMARKS)
+def test_a_missing_optional_import_stops_the_benchmark_with_the_install_command(name, monkeypatch):
+    module = benchmark(name)
+    monkeypatch.setattr(module, "REQUIRES", (*module.REQUIRES, "freshrl_not_installed"))
+    with pytest.raises(MissingRequirements) as stopped:
+        module.main(["--check-setup"])
+    message = str(stopped.value)
+    assert "freshrl_not_installed" in message and "No module named" in message
+    assert BENCH_SETUP in message
+    assert stopped.value.code != 0
+
+
+def test_a_missing_engine_points_to_the_engine_setup(monkeypatch):
+    real_import = importlib.import_module
+
+    def no_vllm(module, *args):
+        if module == "vllm":
+            raise ModuleNotFoundError("No module named 'vllm'")
+        return real_import(module, *args)
+
+    monkeypatch.setattr(importlib, "import_module", no_vllm)
+    with pytest.raises(MissingRequirements) as stopped:
+        parse_and_check(argparse.ArgumentParser(prog="bench"), [], ("vllm",))
+    assert ENGINE_SETUP in str(stopped.value) and BENCH_SETUP not in str(stopped.value)
+
+
+def test_the_check_runs_before_the_arguments_are_returned():
+    parser = argparse.ArgumentParser(prog="bench")
+    parser.add_argument("--n", type=int, default=1)
+    assert parse_and_check(parser, ["--n", "3"], ()).n == 3
+    with pytest.raises(MissingRequirements):
+        parse_and_check(argparse.ArgumentParser(prog="bench"), [], ("freshrl_not_installed",))
+
+
+def test_the_gym_sokoban_baseline_is_the_package_itself():
+    pytest.importorskip("gym_sokoban.envs.room_utils", reason="the bench extra (make bench) is not installed")
+    from experiments.benchmarks.env_throughput import gym_sokoban_level
+
+    structure, state = gym_sokoban_level((6, 6), num_boxes=1)
+    assert structure.shape == state.shape == (6, 6)
+    # gym-sokoban's codes: 2 target, 4 box off target, 5 player; one of each for one box, walls all round.
+    assert np.count_nonzero(structure == 2) == 1
+    assert np.count_nonzero(state == 4) + np.count_nonzero(state == 3) == 1
+    assert np.count_nonzero(state == 5) == 1
+    assert not structure[0].any() and not structure[-1].any()
