@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from algorithms.dapo import DAPOConfig, apply_preset
+from algorithms.dapo import DAPOConfig, apply_algorithm, apply_scale
 
 # The smallest DAPO workload that still runs the real path: 2 task seeds x 2 samples, 8 tokens per turn.
 SMALLEST_WORKLOAD: dict[str, Any] = {
@@ -23,11 +23,11 @@ SMALLEST_WORKLOAD: dict[str, Any] = {
 
 @pytest.fixture(scope="session")
 def small_dapo_config() -> Callable[..., DAPOConfig]:
-    """``make(env, model_path=None, **training)``: the tiny ``dapo`` preset shrunk to ``SMALLEST_WORKLOAD``,
+    """``make(env, model_path=None, **training)``: ``dapo`` at the tiny scale shrunk to ``SMALLEST_WORKLOAD``,
     then ``training`` (any ``DAPOConfig.training`` key) on top."""
 
     def make(env: str = "freshrl/FrozenLake-v0", model_path: str | None = None, **training) -> DAPOConfig:
-        config = apply_preset(DAPOConfig().environment(env), "dapo", tiny=True)
+        config = apply_scale(apply_algorithm(DAPOConfig().environment(env), "dapo"), "tiny")
         return config.training(model_path=model_path, **{**SMALLEST_WORKLOAD, **training})
 
     return make

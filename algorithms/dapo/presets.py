@@ -1,129 +1,16 @@
-"""Named configurations: DAPO's Table 1 ladder, and the scale of the offline tiny models.
-
-The ladder is cumulative, as in DAPO's Table 1 (AIME 2024 avg@32 with Qwen2.5-32B): naive GRPO 30,
-+overlong filtering 36, +clip-higher 38, +soft overlong punishment 41, +token-level loss 42,
-+dynamic sampling (= DAPO) 50.
-"""
+"""Transitional: the old names of ``algorithms.dapo.ladder`` and ``algorithms.dapo.scales`` while callers
+switch (issue 14 item 2); removed once nothing imports it."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from algorithms.dapo.config import DAPOConfig
+from algorithms.dapo.ladder import ALGORITHMS as ALGORITHM_PRESETS
+from algorithms.dapo.ladder import apply_algorithm
+from algorithms.dapo.scales import SMOLLM2_SCALE, TINY_REPLAY, TINY_SCALE, apply_scale
 
-_NAIVE_GRPO: dict[str, Any] = {
-    "eps_high": 0.2,  # symmetric clip
-    "loss_agg_mode": "seq-mean-token-mean",
-    "overlong_filtering": False,
-    "overlong_punishment": False,
-    "dynamic_sampling": False,
-}
-
-_LADDER_STEPS: list[tuple[str, dict[str, Any]]] = [
-    ("grpo", {}),
-    ("grpo+overlong_filtering", {"overlong_filtering": True}),
-    ("grpo+clip_higher", {"eps_high": 0.28}),
-    ("grpo+soft_punishment", {"overlong_punishment": True}),
-    ("grpo+token_loss", {"loss_agg_mode": "token-mean"}),
-    ("dapo", {"dynamic_sampling": True}),
-]
-
-
-def _ladder() -> dict[str, dict[str, Any]]:
-    presets, settings = {}, dict(_NAIVE_GRPO)
-    for name, change in _LADDER_STEPS:
-        settings = {**settings, **change}
-        presets[name] = settings
-    return presets
-
-
-ALGORITHM_PRESETS: dict[str, dict[str, Any]] = _ladder()
-
-# The offline tiny models on a 2-core CPU: short responses, small groups, a much higher learning rate than the
-# paper's 1e-6 (a 4M-parameter model moves slowly: on the warm-started FrozenLake model, 20 iterations at 1e-4
-# took validation success from 0.22 to 0.35 on 128 seeds, where 2e-5 had moved an earlier one within noise),
-# two epochs so the ratio departs from 1 and Clip-Higher acts. Not the paper's settings; ~10 s an iteration
-# here.
-TINY_SCALE: dict[str, Any] = {
-    "group_size": 8,
-    "prompts_per_iteration": 4,
-    "max_response_tokens": 48,
-    "max_context_tokens": 1024,
-    "overlong_cache_len": 16,
-    "lr": 1e-4,
-    "warmup_steps": 2,  # iterations, as DAPO's 20 (of a far longer run)
-    "minibatch_size": 16,
-    "num_epochs": 2,
-    "micro_batch_size": 8,
-    "max_generation_batches": 3,
-    "engine_kv_cache_gib": 1.0,
-}
-
-# FreshPER at the tiny scale (32 trajectories an iteration, runs of 20-100 iterations; ages in iterations, the
-# default unit). The paper-scale tau (500) over a buffer spanning a few iterations would make FreshPER ~ PER:
-# here the buffer holds 8 iterations' batches and tau is 4 iterations (half-life 2.8), so at sampling the
-# freshest items (age 1) have exp(7/4) = 5.8x the priority of the oldest (age 8, decay factor 0.14), and beta
-# reaches 1 at the end of the default 20-iteration job. Measured on a simulated FrozenLake stream
-# (tests/replay/test_replay_defaults.py): mean IS weight ~0.56 over 20 iterations, ~0.43 at beta ~1.
-TINY_REPLAY: dict[str, Any] = {
-    "tau": 4.0,
-    "capacity": 256,
-    "beta_horizon": 20.0,
-}
-
-
-# SmolLM2-135M-Instruct (``--model smollm2``, models/smollm2.py) on a 2-core CPU: DAPOConfig.training keys
-# applied on top of the tiny preset, the way a preset file's ``training:`` section is:
-#   apply_preset(DAPOConfig().environment(env), "dapo", tiny=True).training(**SMOLLM2_SCALE)
-# A starting point, not tuned by RL runs yet (issue 13 item 4). One iteration on Math-v0 (zero-shot model,
-# dynamic sampling off so every group trains; shared machine, load 7-12): rollout 16 s, learn 89 s (fp32;
-# 55 s with model_dtype="bfloat16", as noisy), weight sync 5 s, peak RSS 8.0 GiB. Why each value:
-SMOLLM2_SCALE: dict[str, Any] = {
-    # Groups as the tiny scale's: at ~20% success (a warm-started SmolLM2 on Math-v0) a group of 8 has mixed
-    # outcomes 83% of the time (1 - 0.8^8 - 0.2^8), one of 4 only 59%; DAPO's 16 doubles the rollout.
-    "group_size": 8,
-    "prompts_per_iteration": 4,
-    # Oracle answers are at most 28 SmolLM2 tokens on Math-v0 (12 a FrozenLake turn); 64 leaves room for a
-    # short working, and bounds the rollouts of a model that has not learnt to stop (the zero-shot one).
-    "max_response_tokens": 64,
-    # FrozenLake: 97-token prompt + 5 turns of <= 64 + ~60 observation tokens.
-    "max_context_tokens": 1024,
-    "overlong_cache_len": 16,  # a quarter of the limit (DAPO: 4096 of 20480)
-    # Far below the tiny model's 1e-4 (a pretrained 135M model; the warm start's SFT uses 5e-5) and half the
-    # 1e-5 that 4 iterations did not improve with (issue 13); above DAPO's 1e-6, which moves nothing in the
-    # ~50 iterations an hour buys here.
-    "lr": 5e-6,
-    "warmup_steps": 2,  # iterations, as the tiny scale
-    # Two AdamW steps per iteration (32 trajectories): the second minibatch is one step off-policy, so the
-    # clip acts without a second epoch (DAPO: several minibatches, one epoch); an epoch is the learn time.
-    "minibatch_size": 16,
-    "num_epochs": 1,
-    # fp32 activations of 30 layers x hidden 576 and 49152-wide logits: 4 trajectories a micro-batch keep
-    # the peak (learner, AdamW state, engine and KV cache in one process) at ~8 GiB of a shared 24 GiB.
-    "micro_batch_size": 4,
-    # Each extra generation batch is another full rollout; the tiny scale allows 3.
-    "max_generation_batches": 2,
-    # fp32 KV cache: 30 layers x 2 x 3 heads x 64 x 4 B = 46 KB a token, so 1 GiB holds ~23k tokens, the
-    # 32 x (~100 prompt + 64) of an iteration several times over.
-    "engine_kv_cache_gib": 1.0,
-}
+__all__ = ["ALGORITHM_PRESETS", "SMOLLM2_SCALE", "TINY_REPLAY", "TINY_SCALE", "apply_preset"]
 
 
 def apply_preset(config: DAPOConfig, algorithm: str = "dapo", *, tiny: bool = False) -> DAPOConfig:
-    """Set ``config`` to a ladder preset (``ALGORITHM_PRESETS``), optionally at the tiny-model scale
-    (``TINY_SCALE`` and the replay settings ``TINY_REPLAY``)."""
-    if algorithm not in ALGORITHM_PRESETS:
-        raise ValueError(f"unknown algorithm preset {algorithm!r}; choose from {sorted(ALGORITHM_PRESETS)}")
-    settings = dict(ALGORITHM_PRESETS[algorithm])
-    if tiny:
-        settings.update(TINY_SCALE)
-    lr = settings.pop("lr", None)
-    minibatch_size = settings.pop("minibatch_size", None)
-    num_epochs = settings.pop("num_epochs", None)
-    rllib_keys = {
-        k: v
-        for k, v in {"lr": lr, "minibatch_size": minibatch_size, "num_epochs": num_epochs}.items()
-        if v is not None
-    }
-    config = config.training(**settings, **rllib_keys)
-    return config.replay(**TINY_REPLAY) if tiny else config
+    config = apply_algorithm(config, algorithm)
+    return apply_scale(config, "tiny") if tiny else config

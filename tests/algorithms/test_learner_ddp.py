@@ -42,10 +42,10 @@ def run_rank(rank: int, port: int, out: str) -> None:
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     timeout = datetime.timedelta(seconds=COLLECTIVE_TIMEOUT_S)
     dist.init_process_group("gloo", rank=rank, world_size=WORLD, timeout=timeout)
-    from algorithms.dapo import DAPOConfig, apply_preset
+    from algorithms.dapo import DAPOConfig, apply_algorithm, apply_scale
     from envs.base import AnyText
 
-    config = apply_preset(DAPOConfig().environment("freshrl/FrozenLake-v0"), "dapo", tiny=True)
+    config = apply_scale(apply_algorithm(DAPOConfig().environment("freshrl/FrozenLake-v0"), "dapo"), "tiny")
     config = config.training(num_epochs=1, minibatch_size=4, micro_batch_size=1, warmup_steps=0)
     config = config.learners(num_learners=WORLD)
     text = AnyText()

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import algorithms.dapo.learner as learner_module
-from algorithms.dapo import DAPOConfig, apply_preset
+from algorithms.dapo import DAPOConfig, apply_algorithm, apply_scale
 from algorithms.dapo.collate import collate
 from algorithms.trajectory import Trajectory
 from envs.base import AnyText
@@ -16,7 +16,7 @@ PROMPT, RESPONSE = 4, 6
 
 
 def build_learner(**training):
-    config = apply_preset(DAPOConfig().environment("freshrl/FrozenLake-v0"), "dapo", tiny=True)
+    config = apply_scale(apply_algorithm(DAPOConfig().environment("freshrl/FrozenLake-v0"), "dapo"), "tiny")
     replay = training.pop("replay", "on_policy")
     config = config.training(micro_batch_size=4, **training).replay(mode=replay)
     text = AnyText()

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from algorithms.dapo import DAPOConfig, apply_preset
+from algorithms.dapo import DAPOConfig, apply_algorithm, apply_scale
 from algorithms.dapo.learner import learner_shard
 from algorithms.trajectory import Trajectory
 from envs.base import AnyText
@@ -33,7 +33,7 @@ def trajectory(advantage: float) -> Trajectory:
 
 @pytest.fixture(scope="module")
 def learner():
-    config = apply_preset(DAPOConfig().environment("freshrl/FrozenLake-v0"), "dapo", tiny=True)
+    config = apply_scale(apply_algorithm(DAPOConfig().environment("freshrl/FrozenLake-v0"), "dapo"), "tiny")
     config = config.training(lr=LR, warmup_steps=WARMUP, num_epochs=1, minibatch_size=2)
     text = AnyText()
     learner = config.build_learner(spaces={"default_policy": (text, text)})

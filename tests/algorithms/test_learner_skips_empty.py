@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import torch
 
-from algorithms.dapo import DAPOConfig, apply_preset
+from algorithms.dapo import DAPOConfig, apply_algorithm, apply_scale
 from algorithms.trajectory import Trajectory
 from envs.base import AnyText
 
 
 def test_fully_masked_minibatch_is_skipped():
-    config = apply_preset(DAPOConfig().environment("freshrl/FrozenLake-v0"), "dapo", tiny=True)
+    config = apply_scale(apply_algorithm(DAPOConfig().environment("freshrl/FrozenLake-v0"), "dapo"), "tiny")
     config = config.training(overlong_filtering=True, weight_decay=0.1, num_epochs=1, minibatch_size=2)
     text = AnyText()
     learner = config.build_learner(spaces={"default_policy": (text, text)})

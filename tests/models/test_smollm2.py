@@ -195,11 +195,10 @@ def test_the_name_smollm2_selects_it_in_the_policy_module(path: Path, monkeypatc
     ],
 )
 def test_the_real_model_scale_fits_the_oracle_episodes(path: Path, env_id: str, env_config: dict):
-    from algorithms.dapo import DAPOConfig, apply_preset
-    from algorithms.dapo.presets import SMOLLM2_SCALE
+    from algorithms.dapo import DAPOConfig, apply_algorithm, apply_scale
 
-    config = apply_preset(DAPOConfig().environment(env_id, env_config=env_config), "dapo", tiny=True)
-    config = config.training(model_path="smollm2", **SMOLLM2_SCALE)
+    config = apply_algorithm(DAPOConfig().environment(env_id, env_config=env_config), "dapo")
+    config = apply_scale(config, "smollm2").training(model_path="smollm2")
     config.validate()
     renderer = ChatRenderer(path)
     env = gym.make(env_id, **env_config)

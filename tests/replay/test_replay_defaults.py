@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from algorithms.dapo import DAPOConfig, apply_preset
+from algorithms.dapo import DAPOConfig, apply_algorithm, apply_scale
 from algorithms.dapo.advantages import group_advantages
 from algorithms.dapo.dapo import DAPO
 from algorithms.replay import PrioritizedReplayBuffer, ReplaySample
@@ -25,7 +25,7 @@ from algorithms.trajectory import Trajectory
 
 def tiny_freshper_config(**replay: object) -> DAPOConfig:
     """The default job's configuration (dapo preset, tiny scale) with FreshPER on."""
-    return apply_preset(DAPOConfig(), "dapo", tiny=True).replay(mode="freshper", **replay)
+    return apply_scale(apply_algorithm(DAPOConfig(), "dapo"), "tiny").replay(mode="freshper", **replay)
 
 
 @dataclass
