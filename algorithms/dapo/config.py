@@ -16,10 +16,32 @@ from algorithms.dapo.groups import DYNAMIC_SAMPLING_METRICS
 from algorithms.dapo.loss import LOSS_AGG_MODES
 from algorithms.dapo.overlong import OVERLONG_SCOPES
 from algorithms.replay import REPLAY_MODES, PrioritizedReplayBuffer, make_replay_buffer
+from envs.seeds import SPLITS
 
 AGE_UNITS = ("optimizer_steps", "iterations")
+ROLLOUT_MODES = ("sync", "async")
 PRIORITY_SIGNALS = ("reward", "advantage")
 REPLAY_DUAL_CLIP_C = 3.0  # verl's actor default clip_ratio_c (its DAPO scripts use 10)
+
+
+def evaluation_task_checks(
+    num_tasks: int, samples_per_task: int, split: str, prefix: str = ""
+) -> list[tuple[bool, str]]:
+    """(ok, message) of the evaluation's task settings; ``prefix`` names them as the caller spells them
+    ("evaluation_" for the config keys, "" for ``DAPO.evaluate_policy``'s arguments)."""
+    split_size = len(SPLITS.get(split, ()))
+    return [
+        (split in SPLITS, f"{prefix}split must be one of {tuple(SPLITS)}, got {split!r}"),
+        (
+            isinstance(num_tasks, int) and 1 <= num_tasks <= max(split_size, 1),
+            f"{prefix}num_tasks must be an integer in [1, {split_size}] (the {split} split's size), got "
+            f"{num_tasks!r}",
+        ),
+        (
+            isinstance(samples_per_task, int) and samples_per_task >= 1,
+            f"{prefix}samples_per_task must be an integer >= 1, got {samples_per_task!r}",
+        ),
+    ]
 
 
 class DAPOConfig(AlgorithmConfig):
@@ -63,6 +85,26 @@ class DAPOConfig(AlgorithmConfig):
         self.max_trajectory_response_tokens: int | None = None
         self.stop_strings: tuple[str, ...] = ()
         self.task_split = "train"  # envs/seeds.py split the task seeds come from
+        # "sync": roll out, learn, sync weights, in turn. "async": the remote EnvRunners generate the next
+        # batch while the learner trains on this one (algorithms/dapo/remote_rollouts.py has the schedule), so
+        # fresh batches are one policy version old; needs num_env_runners >= 1.
+        self.rollout_mode = "sync"
+        # The oldest a group may be when trained on, in policy versions (weight syncs) since the policy that
+        # generated it; older groups are dropped (rollout/groups_dropped_stale), never trained on fresh. 1
+        # keeps the sync mode as it was (its surplus groups are exactly 1 version old) and admits async's
+        # batches; AReaL (Fu et al., 2025) and verl's one-step-off trainer run at staleness 1 too.
+        self.max_staleness = 1
+
+        # Evaluation (DAPO.evaluate_policy; inside train() every evaluation_interval iterations, RLlib's key,
+        # None by default = never). Tasks: the first evaluation_num_tasks seeds of evaluation_split. 128 tasks
+        # give a 95% Wilson interval of about +-0.085 at success 0.5; DAPO reports avg@32 (32 samples a task)
+        # on AIME's 30 problems (section 4.1), so 1 sample a task here is the cheap default.
+        self.evaluation_num_tasks = 128
+        self.evaluation_samples_per_task = 1
+        self.evaluation_split = "validation"
+        # None = training's sampling settings. DAPO evaluates at top-p 0.7 (section 4.1), temperature 1.0.
+        self.evaluation_temperature: float | None = None
+        self.evaluation_top_p: float | None = None
 
         # Loss (DAPO Eq. 8-12).
         self.eps_low = 0.2  # DAPO section 3.1
@@ -77,7 +119,9 @@ class DAPOConfig(AlgorithmConfig):
         # take the PPO ratio against it and weight each token by min(pi_old_learner / pi_vllm, tis_cap).
         # "auto" = on when engine_dtype != model_dtype (the learner's compute dtype): peers ship it for
         # exactly that case (bf16 engine vs fp32 learner); with equal dtypes the logprobs agree to ~1e-6 here
-        # (shared/notes/platform.md), so the extra forward would buy nothing. True / False force it.
+        # (shared/notes/platform.md), so the extra forward would buy nothing. "auto" is also on in async
+        # mode: the batch is a version old, and the trust region belongs around the current policy with the
+        # staleness in the truncated weight (AReaL's decoupled PPO objective). True / False force it.
         # With it on, a replay batch's ratio starts at 1 and its staleness sits in the truncated weight (the
         # decoupled objective of AReaL, Fu et al. 2025, truncated as TIS).
         self.mismatch_correction: bool | str = "auto"
@@ -155,6 +199,11 @@ class DAPOConfig(AlgorithmConfig):
         self.replay_poly_k = 1.0  # exponent of the polynomial decay (1 + age/tau)^-k
         # The reference inserts new items at the current max priority; we know p_base at insertion, so off.
         self.replay_insert_at_max_priority = False
+        # Backfill: when dynamic sampling ends short of prompts_per_iteration groups (max_generation_batches
+        # spent), train on as many trajectories from the buffer (FreshPER priorities and IS weights, a
+        # "backfill" pass) instead of a short batch; rollout/groups_backfilled counts them. Off: DAPO trains
+        # on what it collected.
+        self.replay_backfill = False
 
         # RLlib settings: long multi-turn rollouts, restart crashed runners (ARCHITECTURE.md section 6).
         self.sample_timeout_s = None
@@ -181,6 +230,8 @@ class DAPOConfig(AlgorithmConfig):
         max_trajectory_response_tokens: int | None = NotProvided,
         stop_strings: tuple[str, ...] = NotProvided,
         task_split: str = NotProvided,
+        rollout_mode: str = NotProvided,
+        max_staleness: int = NotProvided,
         eps_low: float = NotProvided,
         eps_high: float = NotProvided,
         dual_clip_c: float | str | None = NotProvided,
@@ -226,6 +277,7 @@ class DAPOConfig(AlgorithmConfig):
         poly_k: float = NotProvided,
         age_unit: str = NotProvided,
         insert_at_max_priority: bool = NotProvided,
+        backfill: bool = NotProvided,
     ) -> DAPOConfig:
         """FreshPER replay: ``mode`` = on_policy | per | freshper | freshper_poly (FreshPER section 3)."""
         settings = {
@@ -241,9 +293,30 @@ class DAPOConfig(AlgorithmConfig):
             "replay_poly_k": poly_k,
             "replay_age_unit": age_unit,
             "replay_insert_at_max_priority": insert_at_max_priority,
+            "replay_backfill": backfill,
         }
         for name, value in settings.items():
             if value is not NotProvided:
+                setattr(self, name, value)
+        return self
+
+    def evaluation(
+        self,
+        *,
+        evaluation_num_tasks: int = NotProvided,
+        evaluation_samples_per_task: int = NotProvided,
+        evaluation_split: str = NotProvided,
+        evaluation_temperature: float | None = NotProvided,
+        evaluation_top_p: float | None = NotProvided,
+        **kwargs: Any,
+    ) -> DAPOConfig:
+        """Evaluation of the policy (``DAPO.evaluate_policy``; attribute comments in ``__init__``) plus
+        RLlib's own ``evaluation`` keys, of which ``evaluation_interval`` is the one DAPO uses: evaluate
+        inside ``train()`` every that many iterations (None or 0: never). Evaluation runs on the training
+        EnvRunners."""
+        super().evaluation(**kwargs)
+        for name, value in locals().items():
+            if name not in ("self", "kwargs", "__class__") and value is not NotProvided:
                 setattr(self, name, value)
         return self
 
@@ -312,6 +385,32 @@ class DAPOConfig(AlgorithmConfig):
             ),
             (self.max_generation_batches >= 1, "max_generation_batches must be >= 1"),
             (
+                self.rollout_mode in ROLLOUT_MODES,
+                f"rollout_mode must be one of {ROLLOUT_MODES}, got {self.rollout_mode!r}",
+            ),
+            (
+                isinstance(self.max_staleness, int) and self.max_staleness >= 0,
+                f"max_staleness must be an integer >= 0 (policy versions), got {self.max_staleness!r}",
+            ),
+            (
+                # RLlib's copy for evaluation has no runners of its own (DAPO evaluates on the training ones).
+                self.rollout_mode != "async" or self.num_env_runners >= 1 or self.in_evaluation,
+                "rollout_mode='async' needs remote EnvRunners to generate while the learner trains, got "
+                "num_env_runners=0 (the rollout would run in the learner's process): set "
+                ".env_runners(num_env_runners=1) or more, or rollout_mode='sync'",
+            ),
+            (
+                self.rollout_mode != "async" or self.max_staleness >= 1,
+                "rollout_mode='async' trains on batches generated during the previous update (1 version "
+                f"old), so max_staleness must be >= 1, got {self.max_staleness}: set max_staleness=1 or "
+                "rollout_mode='sync'",
+            ),
+            (
+                not self.replay_backfill or self.replay_mode != "on_policy",
+                "replay backfill draws from the replay buffer, which replay mode 'on_policy' does not have: "
+                "set .replay(mode='freshper') (or per, freshper_poly), or backfill=False",
+            ),
+            (
                 0 < self.overlong_cache_len <= self.max_response_tokens or not self.overlong_punishment,
                 "overlong_cache_len must be in (0, max_response_tokens] when overlong_punishment is on",
             ),
@@ -344,9 +443,36 @@ class DAPOConfig(AlgorithmConfig):
                 "max_response_tokens must be < max_context_tokens",
             ),
         ]
-        for ok, message in checks:
+        for ok, message in checks + self._evaluation_checks():
             if not ok:
                 raise ValueError(f"DAPOConfig: {message}")
+
+    def _evaluation_checks(self) -> list[tuple[bool, str]]:
+        tasks = evaluation_task_checks(
+            self.evaluation_num_tasks, self.evaluation_samples_per_task, self.evaluation_split, "evaluation_"
+        )
+        return tasks + [
+            (
+                self.evaluation_temperature is None or self.evaluation_temperature >= 0,
+                "evaluation_temperature must be >= 0 (0: greedy) or None (training's), got "
+                f"{self.evaluation_temperature}",
+            ),
+            (
+                self.evaluation_top_p is None or 0 < self.evaluation_top_p <= 1,
+                f"evaluation_top_p must be in (0, 1] or None (training's), got {self.evaluation_top_p}",
+            ),
+            (
+                self.evaluation_interval is None or self.evaluation_interval >= 0,
+                "evaluation_interval must be an integer >= 1 (iterations), or None or 0 (never inside "
+                f"train()), got {self.evaluation_interval}",
+            ),
+            (
+                self.evaluation_num_env_runners == 0 and not self.evaluation_parallel_to_training,
+                "evaluation runs on the training EnvRunners (no second vLLM engine): set "
+                "evaluation_num_env_runners=0 and evaluation_parallel_to_training=False, got "
+                f"{self.evaluation_num_env_runners} and {self.evaluation_parallel_to_training}",
+            ),
+        ]
 
     def resolved_dual_clip_c(self) -> float | None:
         """The dual clip the loss uses: ``dual_clip_c``, with "auto" = 3.0 when replay is on, else off."""
@@ -355,9 +481,10 @@ class DAPOConfig(AlgorithmConfig):
         return None if self.dual_clip_c is None else float(self.dual_clip_c)
 
     def resolved_mismatch_correction(self) -> bool:
-        """Whether the learner recomputes pi_old and applies the TIS weight ("auto": the dtypes differ)."""
+        """Whether the learner recomputes pi_old and applies the TIS weight ("auto": the dtypes differ, or
+        the rollouts are asynchronous)."""
         if self.mismatch_correction == "auto":
-            return self.engine_dtype != self.model_dtype
+            return self.engine_dtype != self.model_dtype or self.rollout_mode == "async"
         return bool(self.mismatch_correction)
 
     def get_default_rl_module_spec(self) -> RLModuleSpec:

@@ -3,9 +3,13 @@
 One ``training_step`` is the story of ARCHITECTURE.md section 3:
   1. roll out groups (G episodes per task seed) on the EnvRunners' vLLM engines;
   2. shape rewards (overlong punishment) and compute group advantages;
-  3. dynamic sampling: keep informative groups until P are collected, surplus kept for the next step;
+  3. dynamic sampling: keep informative groups until P are collected, surplus kept for the next step; groups
+     older than max_staleness policy versions are dropped; with replay backfill, a short batch is filled
+     from the buffer;
   4. learn on the fresh batch, then on K replay batches (FreshPER), then store the fresh groups;
   5. push the new weights to every engine.
+In async mode (rollout_mode="async") the remote runners generate the next batch during step 4
+(algorithms/dapo/remote_rollouts.py has the schedule).
 """
 
 from __future__ import annotations
@@ -19,12 +23,20 @@ import numpy as np
 from ray.rllib.algorithms.algorithm import Algorithm
 from ray.rllib.utils.metrics import ENV_RUNNER_RESULTS, LEARNER_RESULTS, NUM_ENV_STEPS_SAMPLED_LIFETIME
 
-from algorithms.dapo.config import DAPOConfig
+from algorithms.dapo.config import DAPOConfig, evaluation_task_checks
 from algorithms.dapo.dynamic_sampling import DynamicSampler
+from algorithms.dapo.evaluation import summarize_episodes
 from algorithms.dapo.groups import DYNAMIC_SAMPLING_METRICS, shape_and_score_group
-from algorithms.replay import replay_fraction
+from algorithms.dapo.remote_rollouts import (
+    InFlightRollout,
+    launch_rollout,
+    sample_on_remote_runners,
+    wait_for_rollout,
+)
+from algorithms.replay import ReplaySample, replay_fraction
 from algorithms.trajectory import Trajectory
 from envs.seeds import SPLITS
+from envs.seeds import seeds as task_seeds
 
 Group = list[Trajectory]
 
@@ -63,19 +75,28 @@ class DAPO(Algorithm):
             metric=DYNAMIC_SAMPLING_METRICS[config.dynamic_sampling_metric],
         )
         self._replay = config.build_replay_buffer()
+        # Async mode: the generation batch launched during the last update, used by the next iteration.
+        self._in_flight: InFlightRollout | None = None
 
     # ------------------------------------------------------------------------------------------------
     def training_step(self) -> None:
         with self._timer("timing/rollout_s"):
+            self._drop_stale_surplus()
             groups, stats = self._sampler.collect(self._generate_groups)
+            if self.config.rollout_mode == "async":
+                self._launch_next_rollout()
         self._log_groups(groups, stats)
-        if not groups:
-            return
         fresh = [t for group in groups for t in group]
+        backfill = self._backfill(self.config.prompts_per_iteration - len(groups))
+        if not fresh and backfill is None:
+            return
 
         with self._timer("timing/learn_s"):
-            self._learn(fresh, weights=None, tag="fresh")
-            self._learn_from_replay(batch_size=len(fresh))
+            if fresh:
+                self._learn(fresh, weights=None, tag="fresh")
+            if backfill is not None:
+                self._learn_replayed(backfill, tag="backfill")
+            self._learn_from_replay(batch_size=len(fresh) + (0 if backfill is None else len(backfill)))
             self._store(fresh)
 
         with self._timer("timing/weight_sync_s"):
@@ -83,9 +104,14 @@ class DAPO(Algorithm):
 
     # ------------------------------------------------------------------------------------------------
     def _generate_groups(self, num_groups: int) -> list[Group]:
-        """One generation batch: num_groups new task seeds, G rollouts each, shaped and scored."""
-        seeds = self._next_seeds(num_groups)
-        groups = self._rollout(seeds)
+        """One generation batch: num_groups new task seeds, G rollouts each, shaped and scored; in async mode
+        the batch launched during the last update, if there is one. Groups staler than max_staleness are
+        dropped (never one of a batch generated now)."""
+        if self._in_flight is not None:
+            groups = self._collect_in_flight()
+        else:
+            groups = self._rollout(self._next_seeds(num_groups))
+        groups = self._drop_stale(groups)
         for group in groups:
             shape_and_score_group(
                 group,
@@ -105,12 +131,23 @@ class DAPO(Algorithm):
 
     def _rollout(self, seeds: Sequence[int]) -> list[Group]:
         """Spread the seeds over the EnvRunners; seeds lost to a crashed runner are retried after restart."""
+        pending = self._new_groups(seeds)
+        return self._retry_lost(pending, self._sample_on_runners(pending))
+
+    def _new_groups(self, seeds: Sequence[int]) -> dict[int, int]:
+        """{group id: task seed} for the next groups."""
         first_id = self._next_group_id
         self._next_group_id += len(seeds)
-        pending = {first_id + i: seed for i, seed in enumerate(seeds)}
+        return {first_id + i: seed for i, seed in enumerate(seeds)}
+
+    def _retry_lost(self, pending: dict[int, int], groups: list[Group]) -> list[Group]:
+        """``groups`` of ``pending``, plus those a crashed runner lost, rolled out again after restart."""
+        pending = dict(pending)
         done: dict[int, Group] = {}
-        for _ in range(MAX_ROLLOUT_ATTEMPTS):
-            for group in self._sample_on_runners(pending):
+        for attempt in range(MAX_ROLLOUT_ATTEMPTS):
+            if attempt:
+                groups = self._sample_on_runners(pending)
+            for group in groups:
                 done[group[0].group_id] = group
                 pending.pop(group[0].group_id, None)
             if not pending:
@@ -119,49 +156,129 @@ class DAPO(Algorithm):
         self.metrics.log_value("rollout/groups_lost", len(pending), reduce="sum")
         return [done[gid] for gid in sorted(done)]
 
+    def _sampling_kwargs(self, rng: np.random.Generator | None = None, **overrides: Any) -> dict[str, Any]:
+        """The EnvRunners' sample_groups arguments: age clock and policy version now, a sampling seed from
+        ``rng`` (default: the training stream)."""
+        return {
+            "collection_step": self._age_clock(),
+            "policy_version": self._policy_version,
+            "sampling_seed": int((self._rng if rng is None else rng).integers(2**31 - 1)),
+            **overrides,
+        }
+
+    def _launch_next_rollout(self) -> None:
+        """Async mode: start the next iteration's first generation batch on the current weights."""
+        pending = self._new_groups(self._next_seeds(self.config.prompts_per_iteration))
+        self._in_flight = launch_rollout(self.env_runner_group, pending, self._sampling_kwargs())
+
+    def _collect_in_flight(self) -> list[Group]:
+        """The launched batch (waiting for it if needed); groups a crashed runner lost are rolled out now."""
+        rollout, self._in_flight = self._in_flight, None
+        wait_for_rollout(self.env_runner_group, rollout)
+        self.metrics.aggregate(rollout.metrics, key=ENV_RUNNER_RESULTS)
+        return self._retry_lost(rollout.pending, rollout.groups)
+
+    def _collected_in_flight(self) -> InFlightRollout | None:
+        """The async batch in flight, waited for (a checkpoint stores its groups: resuming trains on the same
+        batch, generated by the same weights), or None."""
+        if self._in_flight is not None:
+            wait_for_rollout(self.env_runner_group, self._in_flight)
+        return self._in_flight
+
+    def _staleness(self, group: Group) -> int:
+        """Policy versions between the oldest turn of the group and the policy it would train."""
+        return self._policy_version - min(t.oldest_policy_version for t in group)
+
+    def _drop_stale(self, groups: list[Group]) -> list[Group]:
+        kept = [group for group in groups if self._staleness(group) <= self.config.max_staleness]
+        self.metrics.log_value("rollout/groups_dropped_stale", len(groups) - len(kept), reduce="sum")
+        return kept
+
+    def _drop_stale_surplus(self) -> None:
+        """Surplus groups age one version per iteration they wait: drop those past max_staleness."""
+        self._sampler.surplus = self._drop_stale(self._sampler.surplus)
+
+    def _backfill(self, missing_groups: int) -> ReplaySample | None:
+        """Replay backfill: ``missing_groups`` x G trajectories from the buffer (FreshPER priorities and IS
+        weights) for a batch dynamic sampling left short, or None (off, nothing missing, empty buffer)."""
+        enabled = self.config.replay_backfill and self._replay is not None and len(self._replay) > 0
+        if not enabled or missing_groups <= 0:
+            self.metrics.log_value("rollout/groups_backfilled", 0, reduce="sum")
+            return None
+        self.metrics.log_value("rollout/groups_backfilled", missing_groups, reduce="sum")
+        return self._replay.sample(missing_groups * self.config.group_size, self._age_clock())
+
     def _sample_on_runners(
         self, pending: dict[int, int], rng: np.random.Generator | None = None, **overrides: Any
     ) -> list[Group]:
         """Roll out the ``pending`` {group id: task seed}; the sampling seed comes from ``rng`` (default: the
         training stream)."""
         runner_group = self.env_runner_group
-        kwargs = {
-            "collection_step": self._age_clock(),
-            "policy_version": self._policy_version,
-            "sampling_seed": int((self._rng if rng is None else rng).integers(2**31 - 1)),
-            **overrides,
-        }
+        kwargs = self._sampling_kwargs(rng, **overrides)
+        # Without its own metrics (evaluation), a call leaves the runners' metrics to the next training one.
+        aggregate = kwargs.get("log_metrics", True)
         ids = sorted(pending)
         if runner_group.num_remote_env_runners() == 0:
             groups = self.env_runner.sample_groups([pending[i] for i in ids], group_ids=ids, **kwargs)
-            self.metrics.aggregate([self.env_runner.get_metrics()], key=ENV_RUNNER_RESULTS)
+            if aggregate:
+                self.metrics.aggregate([self.env_runner.get_metrics()], key=ENV_RUNNER_RESULTS)
             return groups
-        runner_ids = runner_group.healthy_env_runner_ids()
-        chunks = {rid: ids[k :: len(runner_ids)] for k, rid in enumerate(runner_ids)}
+        groups, metrics = sample_on_remote_runners(runner_group, pending, kwargs)
+        if aggregate:
+            self.metrics.aggregate(metrics, key=ENV_RUNNER_RESULTS)
+        return groups
 
-        def sample(runner) -> tuple[list[Group], dict[str, Any]]:
-            mine = chunks.get(runner.worker_index, [])
-            seed = kwargs["sampling_seed"] + runner.worker_index
-            groups = runner.sample_groups(
-                [pending[gid] for gid in mine], group_ids=mine, **{**kwargs, "sampling_seed": seed}
+    # ------------------------------------------------------------------------------------------------
+    @classmethod
+    def _should_create_evaluation_env_runners(cls, eval_config: DAPOConfig) -> bool:
+        """Never: evaluation runs on the training EnvRunners and their engines (no second vLLM engine)."""
+        return False
+
+    def evaluate(self, parallel_train_future=None) -> dict[str, float | int | str]:
+        """RLlib's evaluation hook (``train()`` calls it every ``evaluation_interval`` iterations and files
+        the result under ``result["evaluation"]``): :meth:`evaluate_policy` with the config's settings."""
+        return self.evaluate_policy()
+
+    def evaluate_policy(
+        self, num_tasks: int | None = None, samples_per_task: int | None = None, split: str | None = None
+    ) -> dict[str, float | int | str]:
+        """Roll out ``samples_per_task`` episodes on each of the first ``num_tasks`` tasks of ``split`` with
+        the current policy (None: the config's ``evaluation_*`` value) and summarize them
+        (:func:`algorithms.dapo.evaluation.summarize_episodes`). Nothing is trained, stored or counted in the
+        training metrics, and the sampling seeds come from their own stream, so evaluating does not change
+        what training samples next."""
+        config = self.config
+        num_tasks = config.evaluation_num_tasks if num_tasks is None else num_tasks
+        samples_per_task = (
+            config.evaluation_samples_per_task if samples_per_task is None else samples_per_task
+        )
+        split = config.evaluation_split if split is None else split
+        for ok, message in evaluation_task_checks(num_tasks, samples_per_task, split):
+            if not ok:
+                raise ValueError(f"DAPO.evaluate_policy: {message}")
+        pending = dict(enumerate(task_seeds(split, num_tasks)))
+        done: dict[int, Group] = {}
+        for _ in range(MAX_ROLLOUT_ATTEMPTS):
+            groups = self._sample_on_runners(
+                pending,
+                rng=self._eval_rng,
+                group_size=samples_per_task,
+                temperature=config.evaluation_temperature,
+                top_p=config.evaluation_top_p,
+                log_metrics=False,
             )
-            return groups, runner.get_metrics()
-
-        results = runner_group.foreach_env_runner(
-            sample, local_env_runner=False, remote_worker_ids=runner_ids
-        )
-        self.metrics.aggregate([metrics for _, metrics in results], key=ENV_RUNNER_RESULTS)
-        return [group for groups, _ in results for group in groups]
-
-    def evaluate_success(self, seeds: Sequence[int], samples_per_seed: int = 1) -> list[bool]:
-        """Success of ``samples_per_seed`` episodes per task seed with the current policy (training sampling
-        settings); nothing is trained, stored or counted in the training metrics. Its sampling seeds come from
-        their own stream, so evaluating does not change what training samples next."""
-        pending = dict(enumerate(seeds))
-        groups = self._sample_on_runners(
-            pending, rng=self._eval_rng, group_size=samples_per_seed, log_metrics=False
-        )
-        return [t.success for group in groups for t in group]
+            for group in groups:
+                done[group[0].group_id] = group
+                pending.pop(group[0].group_id, None)
+            if not pending:
+                break
+            self._wait_for_runners()
+        if pending:
+            raise RuntimeError(
+                f"DAPO.evaluate_policy: {len(pending)} of {num_tasks} tasks were lost to crashed EnvRunners "
+                f"{MAX_ROLLOUT_ATTEMPTS} times"
+            )
+        return summarize_episodes([done[gid] for gid in sorted(done)], split=split)
 
     # ------------------------------------------------------------------------------------------------
     def _learn(self, trajectories: list[Trajectory], weights: np.ndarray | None, tag: str) -> None:
@@ -189,15 +306,19 @@ class DAPO(Algorithm):
         replayed = 0
         for _ in range(self.config.replay_batches):
             sample = self._replay.sample(batch_size, self._age_clock())
-            self._learn(list(sample.items), sample.is_weights, tag="replay")
-            # After their step, replayed items get the base priority of their own signal: unchanged unless
-            # they entered at the buffer's max priority (insert_at_max_priority, as the reference code).
-            self._replay.update_priorities(sample.indices, [self._priority_signal(t) for t in sample.items])
+            self._learn_replayed(sample, tag="replay")
             replayed += len(sample)
-            successes = [t.success for t in sample.items]
-            for key, value in self._replay.metrics(sample, successes=successes).items():
-                self.metrics.log_value(key, value, reduce="mean")
         self.metrics.log_value("replay/fraction", replay_fraction(batch_size, replayed), reduce="mean")
+
+    def _learn_replayed(self, sample: ReplaySample, tag: str) -> None:
+        """One pass on a batch drawn from the buffer, weighted by its IS weights."""
+        self._learn(list(sample.items), sample.is_weights, tag=tag)
+        # After their step, replayed items get the base priority of their own signal: unchanged unless
+        # they entered at the buffer's max priority (insert_at_max_priority, as the reference code).
+        self._replay.update_priorities(sample.indices, [self._priority_signal(t) for t in sample.items])
+        successes = [t.success for t in sample.items]
+        for key, value in self._replay.metrics(sample, successes=successes).items():
+            self.metrics.log_value(key, value, reduce="mean")
 
     def _store(self, fresh: list[Trajectory]) -> None:
         """Only groups that survived dynamic sampling enter the buffer (FreshPER section 3)."""
@@ -270,6 +391,9 @@ class DAPO(Algorithm):
         trajectories = [t for group in groups for t in group]
         if not trajectories:
             return
+        staleness = np.array([self._policy_version - t.oldest_policy_version for t in trajectories])
+        log("rollout/staleness_mean", float(staleness.mean()), reduce="mean")
+        log("rollout/staleness_max", int(staleness.max()), reduce="max")
         rewards = np.array([t.reward for t in trajectories])
         lengths = np.array([t.num_response_tokens for t in trajectories])
         log("rollout/reward_mean", float(rewards.mean()), reduce="mean")
@@ -303,6 +427,7 @@ class DAPO(Algorithm):
             "eval_rng": self._eval_rng.bit_generator.state,
             "sampler": self._sampler.state_dict(),
             "replay": None if self._replay is None else self._replay.state_dict(),
+            "in_flight": self._collected_in_flight(),
         }
         return state
 
@@ -321,6 +446,7 @@ class DAPO(Algorithm):
         self._sampler.load_state_dict(dapo["sampler"])
         if self._replay is not None and dapo["replay"] is not None:
             self._replay.load_state_dict(dapo["replay"])
+        self._in_flight = dapo.get("in_flight")
 
     @property
     def num_env_steps_sampled_lifetime(self) -> int:

@@ -10,6 +10,7 @@ from ray.rllib.utils.metrics.metrics_logger import MetricsLogger
 
 from algorithms.dapo import DAPO, DAPOConfig
 from algorithms.dapo.dapo import sampling_rngs
+from algorithms.trajectory import Trajectory
 
 
 class Call:
@@ -38,12 +39,16 @@ class Runner:
     def __init__(self):
         self.sampling_seeds: list[int] = []
 
-    def sample_groups(self, seeds, *, group_ids, sampling_seed, **kwargs):
+    def sample_groups(self, seeds, *, group_ids, sampling_seed, group_size=None, **kwargs):
         self.sampling_seeds.append(sampling_seed)
-        return []
+        return [[trajectory(gid)] * (group_size or 1) for gid in group_ids]
 
     def get_metrics(self) -> dict[str, Any]:
         return {}
+
+
+def trajectory(group_id: int) -> Trajectory:
+    return Trajectory([1], [1], [0.0], [(0, 1)], [0.0], ["stop"], 0, group_id, 0, 0)
 
 
 def bare_dapo(iteration: int = 0, learners=(), seed: int = 0) -> DAPO:
@@ -78,14 +83,14 @@ def test_evaluation_does_not_change_what_training_samples_next():
     plain, evaluated = bare_dapo(), bare_dapo()
     plain._sample_on_runners({0: 1})
     evaluated._sample_on_runners({0: 1})
-    evaluated.evaluate_success([1, 2])
-    evaluated.evaluate_success([1, 2])
+    evaluated.evaluate_policy(num_tasks=2)
+    evaluated.evaluate_policy(num_tasks=2)
     plain._sample_on_runners({1: 1})
     evaluated._sample_on_runners({1: 1})
     train_seeds = plain.env_runner.sampling_seeds
     assert evaluated.env_runner.sampling_seeds[:1] + evaluated.env_runner.sampling_seeds[3:] == train_seeds
     # Evaluation's own seeds are reproducible and not training's.
     again = bare_dapo()
-    again.evaluate_success([1, 2])
+    again.evaluate_policy(num_tasks=2)
     assert again.env_runner.sampling_seeds == evaluated.env_runner.sampling_seeds[1:2]
     assert evaluated.env_runner.sampling_seeds[1] not in train_seeds
