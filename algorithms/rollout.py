@@ -37,6 +37,7 @@ class _Conversation:
     spans: list[tuple[int, int]] = field(default_factory=list)
     rewards: list[float] = field(default_factory=list)
     finish_reasons: list[str] = field(default_factory=list)
+    turn_policy_versions: list[int] = field(default_factory=list)
     success: bool = False
     terminated: bool = False
     done: bool = False
@@ -49,13 +50,14 @@ class _Conversation:
         self.logprobs += [0.0] * len(segment.token_ids)
         self.images += segment.images
 
-    def append_response(self, completion: Completion) -> None:
+    def append_response(self, completion: Completion, policy_version: int) -> None:
         start = len(self.token_ids)
         self.token_ids += completion.token_ids
         self.loss_mask += [1] * len(completion.token_ids)
         self.logprobs += completion.logprobs
         self.spans.append((start, len(self.token_ids)))
         self.finish_reasons.append(completion.finish_reason)
+        self.turn_policy_versions.append(policy_version)
 
     @property
     def generated(self) -> int:
@@ -141,7 +143,7 @@ def rollout_groups(
             )
             outputs = engine.generate([Prompt(c.token_ids, list(c.images)) for c in batch], turn_sampling)
             for conversation, samples in zip(batch, outputs, strict=True):
-                _step(conversation, samples[0], renderer)
+                _step(conversation, samples[0], renderer, policy_version)
         turn += 1
         if on_turn is not None:
             on_turn(turn, len(live))
@@ -161,6 +163,7 @@ def rollout_groups(
                 collection_step=collection_step,
                 policy_version=policy_version,
                 success=conversation.success,
+                turn_policy_versions=conversation.turn_policy_versions,
                 terminated=conversation.terminated,
                 response_budget=conversation.response_budget,
                 invalid_turns=conversation.invalid_turns,
@@ -183,8 +186,10 @@ def _remaining(conversation: _Conversation) -> float:
     return math.inf if budget is None else budget - conversation.generated
 
 
-def _step(conversation: _Conversation, completion: Completion, renderer: ChatRenderer) -> None:
-    conversation.append_response(completion)
+def _step(
+    conversation: _Conversation, completion: Completion, renderer: ChatRenderer, policy_version: int
+) -> None:
+    conversation.append_response(completion, policy_version)
     observation, reward, terminated, truncated, info = conversation.env.step(completion.text)
     conversation.rewards.append(float(reward))
     conversation.info = info

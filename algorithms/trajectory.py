@@ -28,6 +28,9 @@ class Trajectory:
     collection_step: int
     policy_version: int
     success: bool = False
+    # The policy version that generated each response, one per turn (ARCHITECTURE.md section 3); empty when
+    # not recorded, then every turn is ``policy_version``'s.
+    turn_policy_versions: list[int] = field(default_factory=list)
     # The env ended the episode (goal, failure, answer) rather than the turn or context limit.
     terminated: bool = False
     # Response tokens the episode could generate, all turns together (the rollout stops there): L_max of
@@ -56,6 +59,12 @@ class Trajectory:
     @property
     def num_turns(self) -> int:
         return len(self.response_spans)
+
+    @property
+    def oldest_policy_version(self) -> int:
+        """The version of the oldest policy that produced any of its responses: its staleness is measured
+        from it."""
+        return min(self.turn_policy_versions, default=self.policy_version)
 
     @property
     def response_lengths(self) -> list[int]:

@@ -1,0 +1,166 @@
+"""Async rollouts (rollout_mode="async"): per-turn policy versions, the config's checks, and a real run with
+one remote EnvRunner in which no group older than max_staleness reaches the learner's fresh pass."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import pytest
+import ray
+
+import envs  # noqa: F401  (registers the envs)
+from algorithms.dapo import DAPO, DAPOConfig
+from algorithms.rollout import rollout_groups
+from envs.seeds import SPLITS
+from experiments.ray_session import start_ray
+from models.chat import Segment
+from models.engine import Completion, SamplingConfig
+
+
+class TextRenderer:
+    eos_token_id = 0
+
+    def prompt(self, observation) -> Segment:
+        return Segment([ord(c) for c in str(observation)])
+
+    def continuation(self, observation, ended_with_eos: bool) -> Segment:
+        return Segment([ord(c) for c in str(observation)])
+
+
+class NonsenseEngine:
+    """Answers every prompt with 4 tokens the env cannot use, so every episode runs to its turn limit."""
+
+    def generate(self, prompts, sampling: SamplingConfig) -> list[list[Completion]]:
+        return [[Completion([1] * 4, [-0.5] * 4, "stop", "no moves here")] for _ in prompts]
+
+
+def test_every_turn_records_the_policy_version_that_produced_it():
+    env_list = [gym.make("freshrl/FrozenLake-v0", max_turns=3) for _ in range(2)]
+    (group,) = rollout_groups(
+        NonsenseEngine(),
+        TextRenderer(),
+        env_list,
+        [SPLITS["train"][0]],
+        2,
+        SamplingConfig(max_tokens=8),
+        max_context_tokens=4096,
+        policy_version=7,
+    )
+    for trajectory in group:
+        assert trajectory.num_turns == 3
+        assert trajectory.turn_policy_versions == [7, 7, 7]
+        assert trajectory.oldest_policy_version == 7
+
+
+def test_oldest_policy_version_is_the_oldest_turn():
+    (group,) = rollout_groups(
+        NonsenseEngine(),
+        TextRenderer(),
+        [gym.make("freshrl/FrozenLake-v0", max_turns=2)],
+        [SPLITS["train"][0]],
+        1,
+        SamplingConfig(max_tokens=8),
+        max_context_tokens=4096,
+        policy_version=5,
+    )
+    (trajectory,) = group
+    trajectory.turn_policy_versions = [3, 5]  # a rollout that straddled a weight update
+    assert trajectory.oldest_policy_version == 3
+    trajectory.turn_policy_versions = []  # not recorded: the trajectory's own version
+    assert trajectory.oldest_policy_version == trajectory.policy_version == 5
+
+
+@pytest.mark.parametrize(
+    ("settings", "runners", "message"),
+    [
+        ({"rollout_mode": "async"}, 0, "num_env_runners=1"),
+        ({"rollout_mode": "async", "max_staleness": 0}, 1, "max_staleness must be >= 1"),
+        ({"rollout_mode": "later"}, 1, "rollout_mode must be one of"),
+        ({"max_staleness": -1}, 0, "max_staleness must be an integer >= 0"),
+    ],
+)
+def test_config_names_the_fix(settings, runners, message):
+    config = DAPOConfig().environment("freshrl/FrozenLake-v0").training(**settings)
+    config.env_runners(num_env_runners=runners)
+    with pytest.raises(ValueError, match=message):
+        config.validate()
+
+
+def test_backfill_needs_a_buffer():
+    config = DAPOConfig().environment("freshrl/FrozenLake-v0").replay(backfill=True)
+    with pytest.raises(ValueError, match="mode='freshper'"):
+        config.validate()
+
+
+def test_mismatch_correction_auto_is_on_in_async_mode():
+    config = DAPOConfig().training(engine_dtype="float32", model_dtype="float32")
+    assert not config.resolved_mismatch_correction()
+    assert config.training(rollout_mode="async").resolved_mismatch_correction()
+    assert not config.training(mismatch_correction=False).resolved_mismatch_correction()
+
+
+@pytest.fixture
+def ray_session():
+    ray.shutdown()
+    start_ray(num_cpus=2)
+    yield
+    ray.shutdown()
+
+
+def informative_unless_group_1(group) -> list[float]:
+    """A dynamic-sampling metric under the test's control: every group but id 1 is informative, so the first
+    iteration keeps one surplus group (ids 0, 2 trained, 3 kept) and the async pipeline ages the next."""
+    return [0.0] * len(group) if group[0].group_id == 1 else [0.0] + [1.0] * (len(group) - 1)
+
+
+def async_config(make, **training) -> DAPOConfig:
+    return make(
+        rollout_mode="async",
+        max_staleness=1,
+        dynamic_sampling=True,
+        max_generation_batches=2,
+        overlong_filtering=False,  # the random tiny model's responses all hit the token limit
+        **training,
+    ).env_runners(num_env_runners=1, create_local_env_runner=False)
+
+
+def test_async_run_never_trains_fresh_on_groups_past_max_staleness(
+    small_dapo_config, ray_session, monkeypatch
+):
+    seen: list[tuple[str, int, list[int], list[list[int]]]] = []
+    learn = DAPO._learn
+
+    def recording_learn(self, trajectories, weights, tag):
+        seen.append(
+            (
+                tag,
+                self._policy_version,
+                [t.oldest_policy_version for t in trajectories],
+                [t.turn_policy_versions for t in trajectories],
+            )
+        )
+        return learn(self, trajectories, weights, tag)
+
+    monkeypatch.setattr(DAPO, "_learn", recording_learn)
+    algo = async_config(small_dapo_config).build_algo()
+    algo._sampler.metric = informative_unless_group_1
+    try:
+        results = [algo.train() for _ in range(4)]
+    finally:
+        algo.stop()
+
+    fresh = [(version, oldest, turns) for tag, version, oldest, turns in seen if tag == "fresh"]
+    assert len(fresh) == 4
+    for version, oldest, turns in fresh:
+        # The bound, at the learner's input.
+        assert all(0 <= version - v <= 1 for v in oldest), (version, oldest)
+        # Every turn carries its version; one rollout call runs under one version.
+        assert all(len(t) >= 1 and len(set(t)) == 1 for t in turns)
+    # Iteration 0 generates its own batch (staleness 0); later ones train on the batch generated during the
+    # previous update, one version old.
+    assert results[0]["rollout/staleness_max"] == 0
+    assert all(r["rollout/staleness_max"] == 1 for r in results[1:])
+    # The surplus group of iteration 1 (id 5, from the batch launched at version 0) would be 2 versions old
+    # at iteration 2: dropped, not trained.
+    assert results[2]["rollout/groups_dropped_stale"] == 1
+    assert all(r["rollout/groups_lost"] == 0 for r in results)
+    assert all(r["learners"]["train/optimizer_steps_fresh"] >= 1 for r in results)
