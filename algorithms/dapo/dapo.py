@@ -23,8 +23,9 @@ import numpy as np
 from ray.rllib.algorithms.algorithm import Algorithm
 from ray.rllib.utils.metrics import ENV_RUNNER_RESULTS, LEARNER_RESULTS, NUM_ENV_STEPS_SAMPLED_LIFETIME
 
-from algorithms.dapo.config import DAPOConfig
+from algorithms.dapo.config import DAPOConfig, evaluation_task_checks
 from algorithms.dapo.dynamic_sampling import DynamicSampler
+from algorithms.dapo.evaluation import summarize_episodes
 from algorithms.dapo.groups import DYNAMIC_SAMPLING_METRICS, shape_and_score_group
 from algorithms.dapo.remote_rollouts import (
     InFlightRollout,
@@ -35,6 +36,7 @@ from algorithms.dapo.remote_rollouts import (
 from algorithms.replay import ReplaySample, replay_fraction
 from algorithms.trajectory import Trajectory
 from envs.seeds import SPLITS
+from envs.seeds import seeds as task_seeds
 
 Group = list[Trajectory]
 
@@ -213,24 +215,70 @@ class DAPO(Algorithm):
         training stream)."""
         runner_group = self.env_runner_group
         kwargs = self._sampling_kwargs(rng, **overrides)
+        # Without its own metrics (evaluation), a call leaves the runners' metrics to the next training one.
+        aggregate = kwargs.get("log_metrics", True)
         ids = sorted(pending)
         if runner_group.num_remote_env_runners() == 0:
             groups = self.env_runner.sample_groups([pending[i] for i in ids], group_ids=ids, **kwargs)
-            self.metrics.aggregate([self.env_runner.get_metrics()], key=ENV_RUNNER_RESULTS)
+            if aggregate:
+                self.metrics.aggregate([self.env_runner.get_metrics()], key=ENV_RUNNER_RESULTS)
             return groups
         groups, metrics = sample_on_remote_runners(runner_group, pending, kwargs)
-        self.metrics.aggregate(metrics, key=ENV_RUNNER_RESULTS)
+        if aggregate:
+            self.metrics.aggregate(metrics, key=ENV_RUNNER_RESULTS)
         return groups
 
-    def evaluate_success(self, seeds: Sequence[int], samples_per_seed: int = 1) -> list[bool]:
-        """Success of ``samples_per_seed`` episodes per task seed with the current policy (training sampling
-        settings); nothing is trained, stored or counted in the training metrics. Its sampling seeds come from
-        their own stream, so evaluating does not change what training samples next."""
-        pending = dict(enumerate(seeds))
-        groups = self._sample_on_runners(
-            pending, rng=self._eval_rng, group_size=samples_per_seed, log_metrics=False
+    # ------------------------------------------------------------------------------------------------
+    @classmethod
+    def _should_create_evaluation_env_runners(cls, eval_config: DAPOConfig) -> bool:
+        """Never: evaluation runs on the training EnvRunners and their engines (no second vLLM engine)."""
+        return False
+
+    def evaluate(self, parallel_train_future=None) -> dict[str, float | int | str]:
+        """RLlib's evaluation hook (``train()`` calls it every ``evaluation_interval`` iterations and files
+        the result under ``result["evaluation"]``): :meth:`evaluate_policy` with the config's settings."""
+        return self.evaluate_policy()
+
+    def evaluate_policy(
+        self, num_tasks: int | None = None, samples_per_task: int | None = None, split: str | None = None
+    ) -> dict[str, float | int | str]:
+        """Roll out ``samples_per_task`` episodes on each of the first ``num_tasks`` tasks of ``split`` with
+        the current policy (None: the config's ``evaluation_*`` value) and summarize them
+        (:func:`algorithms.dapo.evaluation.summarize_episodes`). Nothing is trained, stored or counted in the
+        training metrics, and the sampling seeds come from their own stream, so evaluating does not change
+        what training samples next."""
+        config = self.config
+        num_tasks = config.evaluation_num_tasks if num_tasks is None else num_tasks
+        samples_per_task = (
+            config.evaluation_samples_per_task if samples_per_task is None else samples_per_task
         )
-        return [t.success for group in groups for t in group]
+        split = config.evaluation_split if split is None else split
+        for ok, message in evaluation_task_checks(num_tasks, samples_per_task, split):
+            if not ok:
+                raise ValueError(f"DAPO.evaluate_policy: {message}")
+        pending = dict(enumerate(task_seeds(split, num_tasks)))
+        done: dict[int, Group] = {}
+        for _ in range(MAX_ROLLOUT_ATTEMPTS):
+            groups = self._sample_on_runners(
+                pending,
+                rng=self._eval_rng,
+                group_size=samples_per_task,
+                temperature=config.evaluation_temperature,
+                top_p=config.evaluation_top_p,
+                log_metrics=False,
+            )
+            for group in groups:
+                done[group[0].group_id] = group
+                pending.pop(group[0].group_id, None)
+            if not pending:
+                break
+            self._wait_for_runners()
+        if pending:
+            raise RuntimeError(
+                f"DAPO.evaluate_policy: {len(pending)} of {num_tasks} tasks were lost to crashed EnvRunners "
+                f"{MAX_ROLLOUT_ATTEMPTS} times"
+            )
+        return summarize_episodes([done[gid] for gid in sorted(done)], split=split)
 
     # ------------------------------------------------------------------------------------------------
     def _learn(self, trajectories: list[Trajectory], weights: np.ndarray | None, tag: str) -> None:
