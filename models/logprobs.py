@@ -39,6 +39,7 @@ def token_logprobs(
     chunk_size: int = 1024,
     suppress_placeholders: bool = True,
     share_prefix: bool = False,
+    needed: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Next-token log-probabilities: ``logprobs[b, t] = log p(ids[b, t+1] | ids[b, :t+1])``.
 
@@ -55,6 +56,10 @@ def token_logprobs(
             describe the same policy. Placeholder targets (in prompts) then get logprobs near -100: mask them.
         share_prefix: run the tokens that every row starts with once (module docstring); text-only, and
             only when at least ``MIN_SHARED_PREFIX`` tokens are shared.
+        needed: [B, T-1] bool, the positions the caller reads (a loss mask): the LM head runs on those only;
+            other entries are meaningless (0, or in a shared prefix another row's value). Prompt and
+            observation tokens are most of a sequence, and the head (hidden x vocab, e.g. 576 x 49152) is a
+            large part of a small model's cost. None: all positions.
 
     Returns:
         ``(logprobs, entropy)``, each [B, T-1] float32 (entropy None unless ``with_entropy``); entries at
@@ -80,15 +85,24 @@ def token_logprobs(
         bias = torch.zeros(head.weight.shape[0], dtype=torch.float32, device=input_ids.device)
         bias[suppressed] = SUPPRESSION_BIAS
 
-    def stats(hidden: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
-        return _head_stats(head, hidden, targets, bias, temperature, with_entropy, chunk_size)
+    if needed is not None and needed.shape != (input_ids.shape[0], input_ids.shape[1] - 1):
+        raise ValueError(
+            f"needed must be [batch, time - 1] = {(input_ids.shape[0], input_ids.shape[1] - 1)} (one entry "
+            f"per predicted token, like the loss mask), got {tuple(needed.shape)}"
+        )
 
+    def stats(
+        hidden: torch.Tensor, targets: torch.Tensor, where: torch.Tensor | None
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        return _head_stats(head, hidden, targets, where, bias, temperature, with_entropy, chunk_size)
+
+    needed = None if needed is None else needed.bool()
     prefix = common_prefix_length(input_ids, attention_mask) if share_prefix and not vision else 0
     if prefix < MIN_SHARED_PREFIX or input_ids.shape[0] == 1:
         hidden = base(
             input_ids=input_ids, attention_mask=attention_mask, use_cache=False, **vision
         ).last_hidden_state
-        return stats(hidden[:, :-1], input_ids[:, 1:])
+        return stats(hidden[:, :-1], input_ids[:, 1:], needed)
 
     rows = input_ids.shape[0]
     shared = base(input_ids=input_ids[:1, :prefix], use_cache=True)
@@ -100,9 +114,16 @@ def token_logprobs(
         input_ids=input_ids[:, prefix:], attention_mask=attention_mask, past_key_values=cache, use_cache=True
     ).last_hidden_state
     # Targets inside the prefix are the same for every row: one row's stats, expanded.
-    head_logprobs, head_entropy = stats(shared.last_hidden_state[:, :-1], input_ids[:1, 1:prefix])
+    head_needed = None if needed is None else needed[:, : prefix - 1].any(dim=0, keepdim=True)
+    head_logprobs, head_entropy = stats(
+        shared.last_hidden_state[:, :-1], input_ids[:1, 1:prefix], head_needed
+    )
     last_shared = shared.last_hidden_state[:, -1:].expand(rows, -1, -1)
-    tail_logprobs, tail_entropy = stats(torch.cat([last_shared, rest[:, :-1]], dim=1), input_ids[:, prefix:])
+    tail_logprobs, tail_entropy = stats(
+        torch.cat([last_shared, rest[:, :-1]], dim=1),
+        input_ids[:, prefix:],
+        None if needed is None else needed[:, prefix - 1 :],
+    )
     logprobs = torch.cat([head_logprobs.expand(rows, -1), tail_logprobs], dim=1)
     if not with_entropy:
         return logprobs, None
@@ -128,12 +149,24 @@ def _head_stats(
     head: nn.Module,
     hidden: torch.Tensor,
     targets: torch.Tensor,
+    where: torch.Tensor | None,
     bias: torch.Tensor | None,
     temperature: float,
     with_entropy: bool,
     chunk_size: int,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Logprobs of ``targets`` (and entropies) from ``hidden`` [B, T, H], the LM head applied by chunks."""
+    """Logprobs of ``targets`` (and entropies) from ``hidden`` [B, T, H], the LM head applied by chunks;
+    with ``where`` [B, T] only at those positions (the others 0)."""
+    if where is not None:
+        positions = where.nonzero(as_tuple=True)
+        logprobs, entropy = _head_stats(
+            head, hidden[positions][None], targets[positions][None], None, bias, temperature, with_entropy,
+            chunk_size,
+        )  # fmt: skip
+        full = hidden.new_zeros(targets.shape, dtype=torch.float32).index_put(positions, logprobs[0])
+        if not with_entropy:
+            return full, None
+        return full, hidden.new_zeros(targets.shape, dtype=torch.float32).index_put(positions, entropy[0])
 
     def chunk_stats(
         chunk_hidden: torch.Tensor, chunk_targets: torch.Tensor

@@ -84,7 +84,9 @@ class LLMPolicyModule(TorchRLModule):
         return self.compute_logprobs(batch, with_entropy=True)
 
     def compute_logprobs(self, batch: dict[str, Any], *, with_entropy: bool) -> dict[str, torch.Tensor]:
-        """Per-token logprobs (and entropy) of ``batch["input_ids"][:, 1:]`` given their prefixes."""
+        """Per-token logprobs (and entropy) of ``batch["input_ids"][:, 1:]`` given their prefixes; where the
+        batch has a ``loss_mask`` (collate), at its positions only (0 elsewhere: the LM head skips prompt and
+        observation tokens, models/logprobs.py)."""
         autocast = (
             torch.autocast(device_type=batch["input_ids"].device.type, dtype=torch.bfloat16)
             if self.model_dtype == "bfloat16"
@@ -100,6 +102,7 @@ class LLMPolicyModule(TorchRLModule):
                 temperature=self.temperature,
                 with_entropy=with_entropy,
                 share_prefix=self.share_prefix,
+                needed=batch.get("loss_mask"),
             )
         out = {"logp": logp.float()}
         if entropy is not None:

@@ -316,6 +316,7 @@ class DAPOTorchLearner(TorchLearner):
             batch["attention_mask"],
             pixel_values=batch.get("pixel_values"),
             image_grid_thw=batch.get("image_grid_thw"),
+            needed=batch["loss_mask"],
         )
         return logp.float()
 

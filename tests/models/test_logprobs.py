@@ -166,3 +166,38 @@ def test_shared_prefix_equals_the_plain_forward_values_and_gradients(lm_path: Pa
     for name, grad in plain_grads.items():
         assert grad.abs().sum() > 0, name
         assert torch.allclose(grads[name], grad, atol=1e-5, rtol=1e-4), name
+
+
+@pytest.mark.parametrize("share", [False, True])
+def test_needed_positions_equal_the_full_call_values_and_gradients(lm_path: Path, shared_prefix_batch, share):
+    ids, mask = shared_prefix_batch
+    model = AutoModelForCausalLM.from_pretrained(lm_path, dtype=torch.float32)
+    needed = torch.zeros(ids.shape[0], ids.shape[1] - 1, dtype=torch.bool)
+    needed[:, 30:] = mask[:, 31:].bool()  # "responses" after the shared prefix
+    needed[0, 5:9] = True  # and a few prompt positions of one row (inside the shared prefix)
+    weights = torch.linspace(-1, 1, ids.shape[1] - 1) * needed
+    results = {}
+    for where in (None, needed):
+        model.zero_grad()
+        logp, entropy = token_logprobs(
+            model, ids, mask, chunk_size=8, with_entropy=True, share_prefix=share, needed=where
+        )
+        ((logp * weights).sum() + 0.1 * (entropy * needed).sum()).backward()
+        results[where is None] = (
+            logp.detach(),
+            entropy.detach(),
+            {n: p.grad.clone() for n, p in model.named_parameters()},
+        )
+    (logp, entropy, grads), (full_logp, full_entropy, full_grads) = results[False], results[True]
+    assert torch.allclose(logp[needed], full_logp[needed], atol=1e-5)
+    assert torch.allclose(entropy[needed], full_entropy[needed], atol=1e-4)
+    if not share:  # (a shared prefix's values are computed once for all rows where any row needs them)
+        assert (logp[~needed] == 0).all() and (entropy[~needed] == 0).all()
+    for name, grad in full_grads.items():
+        assert grad.abs().sum() > 0, name
+        assert torch.allclose(grads[name], grad, atol=1e-5, rtol=1e-4), name
+
+
+def test_needed_must_match_the_predicted_positions(lm, input_ids):
+    with pytest.raises(ValueError, match="needed must be"):
+        token_logprobs(lm, input_ids, needed=torch.ones_like(input_ids, dtype=torch.bool))
