@@ -33,6 +33,7 @@ from algorithms.dapo.remote_rollouts import (
     sample_on_remote_runners,
     wait_for_rollout,
 )
+from algorithms.dapo.staleness import within_staleness
 from algorithms.replay import ReplaySample, replay_fraction
 from algorithms.trajectory import Trajectory
 from envs.seeds import SPLITS
@@ -185,12 +186,8 @@ class DAPO(Algorithm):
             wait_for_rollout(self.env_runner_group, self._in_flight)
         return self._in_flight
 
-    def _staleness(self, group: Group) -> int:
-        """Policy versions between the oldest turn of the group and the policy it would train."""
-        return self._policy_version - min(t.oldest_policy_version for t in group)
-
     def _drop_stale(self, groups: list[Group]) -> list[Group]:
-        kept = [group for group in groups if self._staleness(group) <= self.config.max_staleness]
+        kept = within_staleness(groups, self._policy_version, self.config.max_staleness)
         self.metrics.log_value("rollout/groups_dropped_stale", len(groups) - len(kept), reduce="sum")
         return kept
 

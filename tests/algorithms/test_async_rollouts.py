@@ -9,6 +9,7 @@ import ray
 
 import envs  # noqa: F401  (registers the envs)
 from algorithms.dapo import DAPO, DAPOConfig
+from algorithms.dapo.staleness import group_staleness, within_staleness
 from algorithms.rollout import rollout_groups
 from envs.seeds import SPLITS
 from experiments.ray_session import start_ray
@@ -67,6 +68,34 @@ def test_oldest_policy_version_is_the_oldest_turn():
     assert trajectory.oldest_policy_version == 3
     trajectory.turn_policy_versions = []  # not recorded: the trajectory's own version
     assert trajectory.oldest_policy_version == trajectory.policy_version == 5
+
+
+def recorded_group(*turn_versions: list[int]) -> list:
+    """A group of trajectories whose turns were produced by the given policy versions."""
+    (group,) = rollout_groups(
+        NonsenseEngine(),
+        TextRenderer(),
+        [gym.make("freshrl/FrozenLake-v0", max_turns=2) for _ in turn_versions],
+        [SPLITS["train"][0]],
+        len(turn_versions),
+        SamplingConfig(max_tokens=8),
+        max_context_tokens=4096,
+        policy_version=max(max(v) for v in turn_versions),
+    )
+    for trajectory, versions in zip(group, turn_versions, strict=True):
+        trajectory.turn_policy_versions = list(versions)
+    return group
+
+
+def test_groups_past_max_staleness_are_dropped_counting_from_the_oldest_turn():
+    fresh, one_old, two_old = recorded_group([3, 3]), recorded_group([2, 2]), recorded_group([1, 1])
+    straddling = recorded_group([3, 3], [1, 3])  # one member's first turn is 2 versions old
+    assert [group_staleness(g, 3) for g in (fresh, one_old, two_old, straddling)] == [0, 1, 2, 2]
+    groups = [fresh, one_old, two_old, straddling]
+    assert within_staleness(groups, 3, max_staleness=1) == [fresh, one_old]
+    # Sync mode's surplus is one version old: kept at the default 1, dropped at 0.
+    assert within_staleness([one_old], 3, max_staleness=0) == []
+    assert within_staleness(groups, 3, max_staleness=2) == groups
 
 
 @pytest.mark.parametrize(
