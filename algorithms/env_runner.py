@@ -139,6 +139,9 @@ class MultiTurnEnvRunner(EnvRunner, Checkpointable):
         )
         if log_metrics:
             self._log_rollout_metrics([t for group in groups for t in group], time.perf_counter() - started)
+        # Until the next rollout (a learner update, in this process with a local learner) the KV cache holds
+        # nothing of use: a weight sync empties the prefix cache anyway (RolloutEngine.release_kv_cache).
+        self.module.engine.release_kv_cache()
         return groups
 
     def _ensure_envs(self, count: int) -> None:
