@@ -4,11 +4,15 @@ Workload, the same on both sides, in this process and one run: single-turn ``fre
 built-in generator), P prompts x G samples x at most N new tokens (default 8 x 8 x 64), temperature 1,
 top-p 1, no top-k, with ``models.tiny.qwen25_05b_like_path()`` (Qwen2.5-0.5B's shape, random weights, small
 vocabulary). Both sides get the same problems as the same prompt ids (checked: TRL's chat-template
-tokenisation equals ``ChatRenderer.prompt``) and the reward +1/-1 of ``envs.math_equivalence.score_response``.
-Neither side forces the length: a sample stops at ``<|im_end|>`` or after N tokens, and both sides' generated
-token counts are printed (the random model rarely emits ``<|im_end|>``).
+tokenisation equals ``ChatRenderer.prompt``) and the same reward function of the response text, +1/-1 from a
+hash of the text (:func:`coin_reward`): the random model solves no problem, so ``score_response`` would give
+every sample -1, every advantage would be 0, and our learner skips rows with zero advantage (no forward or
+backward) where TRL computes them; a coin keeps both sides' updates real work. Neither side forces the
+length: a sample stops at ``<|im_end|>`` or after N tokens, and both sides' generated token counts are printed
+(the random model rarely emits ``<|im_end|>``).
 
-Ours: ``DAPOConfig`` with the local EnvRunner (in-process vLLM engine, bfloat16) and a local learner (float32
+Ours: ``DAPOConfig`` with the local EnvRunner (in-process vLLM engine, bfloat16, its KV cache sized for the
+P*G sequences of a rollout by ``models.engine.kv_cache_gib_for``) and a local learner (float32
 master weights, forward under bfloat16 autocast: on the development machine that was about 1.5 times faster
 than float32 for a forward + backward of 8 x 137 tokens; ``--model-dtype float32`` to compare); one AdamW step
 per iteration (minibatch P*G = 64 trajectories, 1 epoch, micro-batches of 8, each one group whose shared
@@ -30,12 +34,15 @@ and its split by DAPO's timers (rollout / learn / weight sync), TRL's step (opti
 its generation + scoring part, the ratio ours / TRL (target <= 0.6), the weight-sync share of our iteration
 (target < 10%), and the learner's tokens per second against a plain transformers forward (full logits,
 log-softmax, masked token mean) + backward + clipping + AdamW step on the same model, micro-batches and dtype
-(target >= 0.9), timed right after each other. A 2-epoch update does the same work twice; its iteration is
+(target >= 0.9), timed right after each other. Each side's peak resident memory (``ru_maxrss`` of its process)
+is printed. A 2-epoch update does the same work twice; its iteration is
 estimated as rollout + 2 x learn + sync. ``--quick``: the tiny LM and 2 x 4 x 16 (a smoke run; ``--quick
 --skip-trl`` takes about a minute on an idle 2-core machine). Re-run before relying on a digit.
 
     python -m experiments.benchmarks.dapo_step                    # full workload, with TRL (~15 minutes idle)
     python -m experiments.benchmarks.dapo_step --quick --skip-trl
+
+TRL and ``datasets`` come with the bench extra (``make bench``); the check runs before any work.
 """
 
 from __future__ import annotations
@@ -48,6 +55,7 @@ import resource
 import tempfile
 import time
 import warnings
+import zlib
 from collections import defaultdict
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
@@ -64,14 +72,18 @@ import envs  # noqa: F401  (registers freshrl/Math-v0)
 from algorithms.dapo import DAPOConfig
 from algorithms.dapo.collate import collate
 from algorithms.trajectory import Trajectory
-from envs.math_equivalence import score_response
 from envs.math_task import CORRECT_REWARD, WRONG_REWARD
 from envs.seeds import SPLITS
+from experiments.benchmarks.requirements import parse_and_check
 from experiments.ray_session import start_ray
 from models.chat import ChatRenderer
+from models.engine import kv_cache_gib_for
 from models.tiny import qwen25_05b_like_path, tiny_lm_path
 
-ENV_ID = "freshrl/Math-v0"
+REQUIRES = ("trl", "datasets")
+MATH_ENV_ID = "freshrl/Math-v0"
+ENV_ID = "freshrl-bench/MathCoin-v0"
+MAX_CONTEXT_TOKENS = 512
 LR = 1e-6
 TRL_VARIANTS = {
     "checkpointing": "GRPOConfig default: gradient checkpointing on",
@@ -153,9 +165,29 @@ def quiet() -> None:
     hf_logging.set_verbosity_error()
 
 
+def coin_reward(response: str) -> float:
+    """+1 or -1 from a hash of the response text: varies within a group, the same function on both sides."""
+    return CORRECT_REWARD if zlib.crc32(response.encode()) % 2 == 0 else WRONG_REWARD
+
+
+class CoinReward(gym.Wrapper):
+    """Math-v0 with :func:`coin_reward` in place of the answer's score (observations and turns unchanged)."""
+
+    def step(self, action: str):
+        observation, _, terminated, truncated, info = self.env.step(action)
+        return observation, coin_reward(action), terminated, truncated, info
+
+
+def make_coin_math(**kwargs: Any) -> gym.Env:
+    return CoinReward(gym.make(MATH_ENV_ID, **kwargs))
+
+
+gym.register(id=ENV_ID, entry_point=make_coin_math, disable_env_checker=True)
+
+
 def problems(count: int) -> list[tuple[str, str]]:
     """(observation, answer) of the first ``count`` train seeds: those DAPO's iterations visit, in order."""
-    env = gym.make(ENV_ID)
+    env = gym.make(MATH_ENV_ID)
     out = []
     for seed in SPLITS["train"][:count]:
         observation, _ = env.reset(seed=int(seed))
@@ -196,8 +228,13 @@ def dapo_config(work: Workload) -> DAPOConfig:
             model_path=work.model_path,
             model_dtype=work.model_dtype,
             engine_dtype="bfloat16",
-            engine_kv_cache_gib=1.0,
-            max_context_tokens=512,
+            engine_kv_cache_gib=kv_cache_gib_for(
+                work.model_path,
+                sequences=work.batch,
+                max_model_len=MAX_CONTEXT_TOKENS,
+                dtype="bfloat16",
+            ),
+            max_context_tokens=MAX_CONTEXT_TOKENS,
             group_size=work.group_size,
             prompts_per_iteration=work.prompts,
             max_response_tokens=work.new_tokens,
@@ -336,10 +373,7 @@ def run_trl(work: Workload, tasks: list[tuple[str, str]], gradient_checkpointing
             )
 
     def math_reward(completions, answer, **kwargs) -> list[float]:
-        return [
-            CORRECT_REWARD if score_response(c[0]["content"], a) else WRONG_REWARD
-            for c, a in zip(completions, answer, strict=True)
-        ]
+        return [coin_reward(c[0]["content"]) for c in completions]
 
     dataset = Dataset.from_dict(
         {
@@ -447,8 +481,10 @@ def report(work: Workload, ours: Measured, trl: dict[str, Measured]) -> None:
     )
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m experiments.benchmarks.dapo_step", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("--quick", action="store_true", help="tiny LM, 2 prompts x 4 samples x 16 tokens")
     parser.add_argument("--skip-trl", action="store_true", help="time ours only")
     parser.add_argument("--repeats", type=int, default=1, help="timed iterations per side after the warm-up")
@@ -458,7 +494,12 @@ def main() -> None:
     parser.add_argument(
         "--trl", default=",".join(TRL_VARIANTS), help="comma-separated: " + ", ".join(TRL_VARIANTS)
     )
-    args = parser.parse_args()
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = build_parser()
+    args = parse_and_check(parser, argv, REQUIRES)
     variants = [] if args.skip_trl else args.trl.split(",")
     for variant in variants:
         if variant not in TRL_VARIANTS:
