@@ -1,0 +1,209 @@
+"""``python -m experiments.benchmark``: the report on synthetic metrics, the command line, and the real path
+on a tiny workload (2 envs, 2 tasks, 2 samples; one training iteration; a train run's checkpoint)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from experiments import benchmark, train
+from experiments.benchmark_report import env_table, markdown, pass_keys, write_report
+from experiments.results_json import dumps
+from models.tiny import tiny_lm_path, tiny_vlm_path
+
+TINY_WORKLOAD = {
+    "prompts_per_iteration": 2,
+    "group_size": 2,
+    "max_response_tokens": 12,
+    "overlong_cache_len": 4,
+    "max_generation_batches": 1,
+    "minibatch_size": 4,
+    "engine_kv_cache_gib": 0.5,
+}
+SETS = [arg for key, value in TINY_WORKLOAD.items() for arg in ("--set", f"{key}={value}")]
+
+
+def metrics(success: float, low: float, high: float, samples: int = 4) -> dict:
+    return {
+        "success": success,
+        "success_ci95_low": low,
+        "success_ci95_high": high,
+        **{f"pass@{k}": min(1.0, success * k) for k in (1, 2, samples)},
+        "return_mean": success - 0.1,
+        "format_valid_rate": 0.875,
+        "turns_mean": 3.25,
+        "response_length_mean": 41.5,
+        "mixed_task_rate": 0.25,
+        "num_tasks": 8,
+        "num_episodes": 8 * samples,
+        "samples_per_task": samples,
+        "split": "validation",
+    }
+
+
+def synthetic_report(curves: bool) -> dict:
+    def entry(env_id: str, m: dict) -> dict:
+        curve = [
+            {"iteration": 0, "success": 0.1, "success_ci95_low": 0.02, "success_ci95_high": 0.3},
+            {"iteration": 2, "success": m["success"], "success_ci95_low": 0.2, "success_ci95_high": 0.6},
+        ]
+        training = [{"iteration": 1, "rollout_success": 0.2}, {"iteration": 2, "rollout_success": None}]
+        return {
+            "env_id": env_id,
+            "model": "/models/tiny-qwen2",
+            "seconds": 12.0,
+            "metrics": m,
+            "curve": curve if curves else [],
+            "training": training if curves else [],
+        }
+
+    return {
+        "command": "python -m experiments.benchmark --tasks 8 --samples 4",
+        "date": "2026-12-01 10:00 UTC",
+        "commit": "abc1234",
+        "split": "validation",
+        "tasks": 8,
+        "samples": 4,
+        "train_iterations": 2 if curves else 0,
+        "seconds": 30.0,
+        "envs": {
+            "FrozenLake": entry("freshrl/FrozenLake-v0", metrics(0.375, 0.25, 0.52)),
+            "Math": entry("freshrl/Math-v0", metrics(0.0, 0.0, 0.11)),
+        },
+    }
+
+
+def test_pass_keys_sort_by_k():
+    assert pass_keys({"pass@16": 1, "pass@2": 1, "pass@1": 1, "success": 0}) == [
+        "pass@1",
+        "pass@2",
+        "pass@16",
+    ]
+
+
+def test_an_env_table_has_success_with_its_interval_pass_at_k_return_format_turns_and_length():
+    text = "\n".join(env_table(metrics(0.375, 0.25, 0.52)))
+    assert "| success (95% Wilson CI) | 0.375 [0.250, 0.520] |" in text
+    assert "| pass@1 |" in text and "| pass@4 |" in text
+    assert "| mean return | 0.275 |" in text
+    assert "| format-valid turns | 87.5% |" in text
+    assert "| turns per episode | 3.25 |" in text
+    assert "| response tokens per episode | 41.5 |" in text
+    assert "| episodes | 32 |" in text
+
+
+def test_the_report_says_what_made_it_and_has_a_table_per_env(tmp_path):
+    report = synthetic_report(curves=False)
+    paths = write_report(report, tmp_path)
+    assert [p.name for p in paths] == ["report.md", "report.json", "report.png"]
+    text = (tmp_path / "report.md").read_text()
+    assert f"`{report['command']}`" in text and report["date"] in text and "abc1234" in text
+    assert "## FrozenLake (`freshrl/FrozenLake-v0`)" in text and "## Math (`freshrl/Math-v0`)" in text
+    assert "| FrozenLake | `tiny-qwen2` | 0.375 [0.250, 0.520] | 1.000 |" in text  # pass@4
+    assert "learning" not in text.lower()
+    assert json.loads((tmp_path / "report.json").read_text()) == report
+    assert (tmp_path / "report.png").read_bytes().startswith(b"\x89PNG")
+
+
+def test_with_training_the_report_has_learning_curves(tmp_path):
+    report = synthetic_report(curves=True)
+    write_report(report, tmp_path)
+    assert (
+        "Validation success by training iteration: 0: 0.100, 2: 0.375."
+        in (tmp_path / "report.md").read_text()
+    )
+    with_curves = (tmp_path / "report.png").stat().st_size
+    write_report(synthetic_report(curves=False), tmp_path / "flat")
+    assert with_curves > (tmp_path / "flat" / "report.png").stat().st_size  # the second panel
+    assert json.loads((tmp_path / "report.json").read_text())["envs"]["Math"]["training"][1] == {
+        "iteration": 2,
+        "rollout_success": None,
+    }
+
+
+def test_markdown_says_no_training_or_how_much():
+    assert "no training" in markdown(synthetic_report(curves=False))
+    assert "2 DAPO iterations per env" in markdown(synthetic_report(curves=True))
+
+
+# ------------------------------------------------------------------------------------------- command line
+def test_envs_are_suite_names_in_any_case_or_ids_and_default_to_the_suite():
+    assert benchmark.parse_args([]).env_ids == list(benchmark.SUITE.values())
+    args = benchmark.parse_args(["--envs", "frozenlake, MATH,freshrl/SokobanHard-v0,Math"])
+    assert args.env_ids == ["freshrl/FrozenLake-v0", "freshrl/Math-v0", "freshrl/SokobanHard-v0"]
+    assert benchmark.report_name("freshrl/SokobanHard-v0") == "SokobanHard-v0"
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--envs", "Chess"], "unknown env 'Chess'; use one of FrozenLake"),
+        (["--tasks", "0"], "--tasks must be >= 1, got 0"),
+        (["--samples", "0"], "--samples must be >= 1"),
+        (["--split", "train"], "invalid choice: 'train'"),
+        (["--train", "-1"], "--train must be >= 0"),
+        (["--checkpoint", "/nonexistent"], "no summary.json"),
+    ],
+)
+def test_bad_arguments_are_refused_with_the_reason(argv, message, capsys):
+    with pytest.raises(SystemExit) as stopped:
+        benchmark.parse_args(argv)
+    assert stopped.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_a_vision_env_gets_the_vision_model_and_text_envs_the_model():
+    args = benchmark.parse_args(
+        ["--model", str(tiny_lm_path()), "--vision-model", str(tiny_vlm_path()),
+         "--tasks", "3", "--samples", "2", "--set", "lr=1e-5"]
+    )  # fmt: skip
+    text = benchmark.env_settings(args, "freshrl/Math-v0")
+    vision = benchmark.env_settings(args, "freshrl/FrozenLakeVision-v0")
+    assert text.model == str(tiny_lm_path()) and vision.model == str(tiny_vlm_path())
+    assert (text.eval_tasks, text.eval_samples, text.eval_every) == (3, 2, None)
+    assert text.overrides["lr"] == 1e-5 and vision.env == "freshrl/FrozenLakeVision-v0"
+    defaults = benchmark.env_settings(benchmark.parse_args([]), "freshrl/FrozenLakeVision-v0")
+    assert defaults.model is None  # the tiny VLM's warm start (run_config.starting_model)
+
+
+# ------------------------------------------------------------------------------------------- the real path
+def test_the_benchmark_writes_its_report_on_a_tiny_workload(tmp_path, ray_session):
+    out = tmp_path / "bench"
+    argv = ["--envs", "FrozenLake,Math", "--tasks", "2", "--samples", "2", "--model", str(tiny_lm_path()),
+            "--train", "1", "--eval-every", "1", *SETS, "--output", str(out)]  # fmt: skip
+    report = benchmark.main(argv)
+    saved = json.loads((out / "report.json").read_text())
+    assert saved == json.loads(dumps(report))  # strict JSON: a metric never measured is null
+    assert list(saved["envs"]) == ["FrozenLake", "Math"]
+    for entry in saved["envs"].values():
+        m = entry["metrics"]
+        assert (m["num_tasks"], m["samples_per_task"], m["num_episodes"], m["split"]) == (
+            2,
+            2,
+            4,
+            "validation",
+        )
+        assert 0.0 <= m["success_ci95_low"] <= m["success"] <= m["success_ci95_high"] <= 1.0
+        assert m["pass@1"] <= m["pass@2"]
+        assert [p["iteration"] for p in entry["curve"]] == [0, 1]  # before training, and RLlib's after it
+        assert entry["curve"][-1]["success"] == m["success"]
+        assert [p["iteration"] for p in entry["training"]] == [1]
+        assert entry["model"] == str(tiny_lm_path())
+    text = (out / "report.md").read_text()
+    assert saved["command"] in text and "## Math (`freshrl/Math-v0`)" in text
+    assert (out / "report.png").read_bytes().startswith(b"\x89PNG")
+
+
+def test_the_benchmark_evaluates_a_train_runs_checkpoint_on_its_env(tmp_path, ray_session):
+    run = tmp_path / "run"
+    train.main(["--iterations", "1", "--eval-tasks", "2", "--model", str(tiny_lm_path()), *SETS,
+                "--output", str(run)])  # fmt: skip
+    with pytest.raises(SystemExit):
+        benchmark.parse_args(["--checkpoint", str(run), "--envs", "Math"])
+    report = benchmark.main(
+        ["--checkpoint", str(run), "--tasks", "2", "--samples", "1", "--output", str(tmp_path)]
+    )
+    assert list(report["envs"]) == ["FrozenLake"]
+    entry = report["envs"]["FrozenLake"]
+    assert entry["model"] == str(tiny_lm_path()) and entry["metrics"]["num_episodes"] == 2
