@@ -150,15 +150,15 @@ def env_settings(args: argparse.Namespace, env_id: str) -> RunSettings:
     """The settings of ``env_id``'s run: its settings file for the model, then the command line."""
     from models.warm_start import is_vision_env
 
-    if args.checkpoint is not None:
-        return args.trained_run["settings"]
-    model = args.vision_model if is_vision_env(env_id) else args.model
-    try:
-        base = settings_for(env_id, model)
-    except SettingsError as error:
-        raise SystemExit(f"{PROG}: {error}") from None
-    cli = argparse.Namespace(**{**vars(args), "model": model})
-    settings = settings_from_args(PROG, cli, base)
+    if args.checkpoint is not None:  # the run's own settings: the policy is evaluated as it was trained
+        settings = args.trained_run["settings"]
+    else:
+        model = args.vision_model if is_vision_env(env_id) else args.model
+        try:
+            base = settings_for(env_id, model)
+        except SettingsError as error:
+            raise SystemExit(f"{PROG}: {error}") from None
+        settings = settings_from_args(PROG, argparse.Namespace(**{**vars(args), "model": model}), base)
     return dataclasses.replace(
         settings,
         iterations=max(args.train, 1),
@@ -180,12 +180,16 @@ def benchmark_env(args: argparse.Namespace, env_id: str, bar) -> dict[str, Any]:
         raise SystemExit(f"{PROG}: {error}") from None
     config = build_config(settings, {"model_path": model, "evaluation_split": args.split})
     algo = config.build_algo()
+
+    def evaluate() -> dict[str, Any]:
+        return algo.evaluate_policy(num_tasks=args.tasks, samples_per_task=args.samples, split=args.split)
+
     try:
         if args.checkpoint:
             algo.restore_from_path(str(args.trained_run["checkpoint"]))
         curve, training = [], []
         if args.train:
-            curve.append({"iteration": 0, **interval(algo.evaluate_policy())})
+            curve.append({"iteration": 0, **interval(evaluate())})
             for index in range(args.train):
                 bar.set_postfix_str(f"{name}: training {index + 1}/{args.train}")
                 result = algo.train()
@@ -197,7 +201,7 @@ def benchmark_env(args: argparse.Namespace, env_id: str, bar) -> dict[str, Any]:
             metrics = curve[-1]["metrics"]
         else:
             bar.set_postfix_str(f"{name}: evaluating {args.tasks} x {args.samples}")
-            metrics = algo.evaluate_policy()
+            metrics = evaluate()
     finally:
         algo.stop()
     for point in curve:

@@ -197,7 +197,7 @@ def test_the_benchmark_writes_its_report_on_a_tiny_workload(tmp_path, ray_sessio
 
 def test_the_benchmark_evaluates_a_train_runs_checkpoint_on_its_env(tmp_path, ray_session):
     run = tmp_path / "run"
-    train.main(["--iterations", "1", "--eval-tasks", "2", "--model", str(tiny_lm_path()), *SETS,
+    train.main(["--iterations", "1", "--eval-tasks", "3", "--model", str(tiny_lm_path()), *SETS,
                 "--output", str(run)])  # fmt: skip
     with pytest.raises(SystemExit):
         benchmark.parse_args(["--checkpoint", str(run), "--envs", "Math"])
