@@ -1,0 +1,275 @@
+"""Where a DAPO iteration's time goes, for the tiny model and SmolLM2 at their scales (issue 13 item 5).
+
+``iteration`` mode builds DAPO as the shipped scales do (``apply_preset(..., tiny=True)``, plus
+``SMOLLM2_SCALE`` for ``--model smollm2``) with dynamic sampling off (so every group trains: the zero-shot
+SmolLM2 fails most tasks and a filtered iteration would train nothing), an in-process EnvRunner and learner,
+and runs one untimed warm-up iteration then ``--iterations`` timed ones. Printed per iteration: DAPO's own
+timers (rollout / learn / weight sync), the machine's load, and at the end the process's peak RSS (engine,
+KV cache, learner and AdamW state all live in this one process). ``--save-batch`` pickles the last fresh
+batch.
+
+``learn`` mode times the learner alone on a saved batch (no engine): ``update_from_trajectories`` under the
+given dtype / shared-prefix / micro-batch settings, ``--repeats`` times after one warm-up, and (``--drift``)
+the learner's bf16-autocast logprobs against its fp32 ones on the response tokens, and the no-grad forward
+that the mismatch correction adds (``_learner_logprobs``). Each repeat starts from the same weights and
+optimizer state, so repeats time the same work.
+
+    python -m experiments.benchmarks.learner_step --model smollm2 --save-batch /tmp/smol_math.pkl
+    python -m experiments.benchmarks.learner_step --model smollm2 --learn /tmp/smol_math.pkl \
+        --model-dtype bfloat16 --drift
+
+Wall-clock numbers on a shared 2-core machine move with its load (printed): compare runs made back to back.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import copy
+import dataclasses
+import os
+import pickle
+import resource
+import time
+from typing import Any
+
+import numpy as np
+import torch
+
+from algorithms.dapo import DAPOConfig, apply_preset
+from algorithms.dapo.collate import collate
+from algorithms.dapo.presets import SMOLLM2_SCALE
+from algorithms.trajectory import Trajectory
+
+ENV_ID = "freshrl/Math-v0"
+
+
+def load_average() -> str:
+    return " ".join(f"{x:.1f}" for x in os.getloadavg())
+
+
+def peak_rss_gib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB on Linux
+
+
+def build_config(args: argparse.Namespace) -> DAPOConfig:
+    config = apply_preset(DAPOConfig().environment(args.env), "dapo", tiny=True)
+    if args.scale == "smollm2":
+        config = config.training(**SMOLLM2_SCALE)
+    if args.model == "tiny":
+        from models.warm_start import tiny_base_path
+
+        config = config.training(model_path=str(tiny_base_path(args.env)))
+    else:
+        config = config.training(model_path=args.model)
+    overrides: dict[str, Any] = {
+        "dynamic_sampling": False,
+        "model_dtype": args.model_dtype,
+        "engine_dtype": args.engine_dtype,
+    }
+    if args.share_prefix is not None:
+        overrides["share_prefix"] = args.share_prefix == "on"
+    if args.micro_batch_size:
+        overrides["micro_batch_size"] = args.micro_batch_size
+    if args.mismatch_correction is not None:
+        overrides["mismatch_correction"] = {"on": True, "off": False}[args.mismatch_correction]
+    return config.training(**overrides).env_runners(num_env_runners=0).learners(num_learners=0)
+
+
+def describe(trajectories: list[Trajectory]) -> str:
+    tokens = [len(t.token_ids) for t in trajectories]
+    trained = [float(np.sum(t.loss_mask[1:])) for t in trajectories]
+    zero_adv = sum(t.advantage == 0 for t in trajectories)
+    return (
+        f"{len(trajectories)} trajectories, {sum(tokens)} tokens (max {max(tokens)}), "
+        f"{sum(trained):.0f} response tokens, {zero_adv} with advantage 0"
+    )
+
+
+def run_iterations(args: argparse.Namespace) -> None:
+    from experiments.ray_session import start_ray
+
+    os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
+    start_ray()
+    algo = build_config(args).build_algo()
+    learn, timer = algo._learn, algo._timer
+    captured: list[list[Trajectory]] = []
+    cpu: dict[str, float] = {}
+
+    @contextlib.contextmanager
+    def cpu_timer(key: str):  # DAPO's timer, plus this process's CPU seconds (engine threads included)
+        started = time.process_time()
+        with timer(key):
+            yield
+        cpu[key] = time.process_time() - started
+
+    def spy_learn(trajectories, weights, tag):
+        if tag == "fresh":
+            captured.append(list(trajectories))
+        return learn(trajectories, weights, tag)
+
+    algo._learn, algo._timer = spy_learn, cpu_timer
+    rows = []
+    for i in range(1 + args.iterations):
+        started = time.perf_counter()
+        result = algo.train()
+        total = time.perf_counter() - started
+        split = {
+            name: result.get(f"timing/{name}_s", float("nan")) for name in ("rollout", "learn", "weight_sync")
+        }
+        label = "warm-up" if i == 0 else f"timed {i}"
+        trained = describe(captured[-1]) if captured else "nothing trained"
+        print(
+            f"{args.model} {label}: {total:.1f} s (rollout {split['rollout']:.1f}, "
+            f"learn {split['learn']:.1f}, sync {split['weight_sync']:.1f}; CPU s: rollout "
+            f"{cpu.get('timing/rollout_s', 0):.1f}, learn {cpu.get('timing/learn_s', 0):.1f}, sync "
+            f"{cpu.get('timing/weight_sync_s', 0):.1f}); {trained}; "
+            f"load {load_average()}",
+            flush=True,
+        )
+        if i:
+            rows.append({**split, **{f"cpu_{k.split('/')[1][:-2]}": v for k, v in cpu.items()}})
+    means = {name: float(np.mean([r[name] for r in rows])) for name in rows[0]}
+    print(
+        f"{args.model} mean of {len(rows)}: rollout {means['rollout']:.1f} s, learn {means['learn']:.1f} s, "
+        f"sync {means['weight_sync']:.1f} s (CPU s: rollout {means['cpu_rollout']:.1f}, learn "
+        f"{means['cpu_learn']:.1f}, sync {means['cpu_weight_sync']:.1f}); peak RSS {peak_rss_gib():.2f} GiB",
+        flush=True,
+    )
+    # The last batch again, in this process: shapes now seen before (first-call costs) vs the same batch in
+    # learn mode's process (threads and memory shared with the engine).
+    learner = algo.learner_group._learner
+    for repeat in range(2):
+        started = time.perf_counter()
+        learner.update_from_trajectories(captured[-1])
+        print(
+            f"  same batch again ({repeat + 1}): {time.perf_counter() - started:.1f} s, torch threads "
+            f"{torch.get_num_threads()}, load {load_average()}",
+            flush=True,
+        )
+    if args.save_batch and captured:
+        with open(args.save_batch, "wb") as handle:
+            pickle.dump(captured[-1], handle)
+    algo.stop()
+
+
+def run_learn(args: argparse.Namespace) -> None:
+    from envs.base import AnyText
+
+    with open(args.learn, "rb") as handle:
+        batch: list[Trajectory] = pickle.load(handle)
+    print(f"batch: {describe(batch)}", flush=True)
+    config = build_config(args)
+    text = AnyText()
+    learner = config.build_learner(spaces={"default_policy": (text, text)})
+    learner.build()
+    module = learner.module["default_policy"]
+    (module_id,) = list(learner.module.keys())
+    optimizer = learner.get_optimizer(module_id)
+    weights = copy.deepcopy(module.model.state_dict())
+    optimizer_state = copy.deepcopy(optimizer.state_dict())
+    times = []
+    for i in range(1 + args.repeats):
+        module.model.load_state_dict(weights)
+        optimizer.load_state_dict(optimizer_state)
+        started, cpu = time.perf_counter(), time.process_time()
+        learner.update_from_trajectories(trimmed(batch, i) if args.vary_shapes else batch)
+        times.append(time.perf_counter() - started)
+        print(
+            f"  update {'warm-up' if i == 0 else i}: {times[-1]:.1f} s "
+            f"(CPU {time.process_time() - cpu:.1f} s), load {load_average()}",
+            flush=True,
+        )
+    print(
+        f"learn ({args.model}, {config.model_dtype}, share_prefix {config.share_prefix}, micro-batch "
+        f"{config.micro_batch_size}, mismatch correction {config.resolved_mismatch_correction()}): "
+        f"{np.mean(times[1:]):.2f} s (min {min(times[1:]):.2f}); peak RSS {peak_rss_gib():.2f} GiB",
+        flush=True,
+    )
+    if args.drift:
+        module.model.load_state_dict(weights)
+        measure_drift(module, batch, config.micro_batch_size)
+        started = time.perf_counter()
+        learner._learner_logprobs(batch)
+        print(
+            f"mismatch-correction forward (no grad, {config.model_dtype}): "
+            f"{time.perf_counter() - started:.2f} s",
+            flush=True,
+        )
+
+
+def trimmed(batch: list[Trajectory], tokens: int) -> list[Trajectory]:
+    """The batch with ``tokens`` fewer tokens at the end of each trajectory: the same work, new shapes."""
+    if tokens == 0:
+        return batch
+    return [
+        dataclasses.replace(
+            t,
+            token_ids=t.token_ids[:-tokens],
+            loss_mask=t.loss_mask[:-tokens],
+            behaviour_logprobs=t.behaviour_logprobs[:-tokens],
+            response_spans=[(a, min(b, len(t.token_ids) - tokens)) for a, b in t.response_spans],
+        )
+        for t in batch
+    ]
+
+
+@torch.no_grad()
+def measure_drift(module, batch: list[Trajectory], micro: int) -> None:
+    """|logp_bf16 - logp_fp32| on response tokens, and the stored (engine) logprobs against both."""
+    diffs, engine_fp32, engine_bf16 = [], [], []
+    dtype = module.model_dtype
+    for start in range(0, len(batch), micro):
+        rows = collate(batch[start : start + micro])
+        mask = rows["loss_mask"].bool()
+        module.model_dtype = "float32"
+        fp32 = module.compute_logprobs(rows, with_entropy=False)["logp"]
+        module.model_dtype = "bfloat16"
+        bf16 = module.compute_logprobs(rows, with_entropy=False)["logp"]
+        diffs.append((bf16 - fp32)[mask])
+        engine_fp32.append((rows["logp_old"] - fp32)[mask])
+        engine_bf16.append((rows["logp_old"] - bf16)[mask])
+    module.model_dtype = dtype
+    diff, engine, engine_low = torch.cat(diffs), torch.cat(engine_fp32), torch.cat(engine_bf16)
+    print(
+        f"bf16 - fp32 logprob on {diff.numel()} response tokens: mean |d| {diff.abs().mean():.4f}, "
+        f"max |d| {diff.abs().max():.3f}, mean d {diff.mean():.4f}; token-ratio exp(d) range "
+        f"[{diff.exp().min():.3f}, {diff.exp().max():.3f}]; engine - fp32 learner: mean |d| "
+        f"{engine.abs().mean():.5f}, max {engine.abs().max():.4f}; engine - bf16 learner: mean |d| "
+        f"{engine_low.abs().mean():.5f}, max {engine_low.abs().max():.4f}",
+        flush=True,
+    )
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", default="smollm2", help="smollm2, tiny (the untrained tiny LM) or a dir")
+    parser.add_argument("--scale", choices=("tiny", "smollm2"), help="default: smollm2 for --model smollm2")
+    parser.add_argument("--env", default=ENV_ID)
+    parser.add_argument("--model-dtype", choices=("float32", "bfloat16"), default="float32")
+    parser.add_argument("--engine-dtype", choices=("float32", "bfloat16"), default="float32")
+    parser.add_argument("--share-prefix", choices=("on", "off"), default=None, help="default: DAPOConfig's")
+    parser.add_argument("--micro-batch-size", type=int, default=0, help="default: the scale's")
+    parser.add_argument("--mismatch-correction", choices=("on", "off"), default=None, help="default: auto")
+    parser.add_argument("--iterations", type=int, default=1, help="timed iterations after the warm-up")
+    parser.add_argument("--save-batch", help="pickle the last fresh batch here (iteration mode)")
+    parser.add_argument("--learn", help="a saved batch: time the learner alone on it")
+    parser.add_argument("--repeats", type=int, default=2, help="timed updates after the warm-up (learn mode)")
+    parser.add_argument(
+        "--vary-shapes", action="store_true", help="each repeat trims a token per trajectory (new shapes)"
+    )
+    parser.add_argument("--drift", action="store_true", help="bf16 vs fp32 logprobs (learn mode)")
+    parser.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (0: torch's default)")
+    args = parser.parse_args(argv)
+    args.scale = args.scale or ("smollm2" if args.model == "smollm2" else "tiny")
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    print(f"torch threads {torch.get_num_threads()}, load {load_average()}", flush=True)
+    if args.learn:
+        run_learn(args)
+    else:
+        run_iterations(args)
+
+
+if __name__ == "__main__":
+    main()
