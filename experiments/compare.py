@@ -1,11 +1,13 @@
 """On-policy vs standard PER vs FreshPER (and its polynomial variant): ``python -m experiments.compare``.
 
-For every (seed, env, mode) it builds DAPO with ``experiments.train``'s configuration (tiny preset; unless
-``--model``, the tiny model warm-started on the env; the workload options of ``experiments.sweep`` shrink it),
-measures validation success before training and after every ``--eval-every`` iterations (and the last), then
-stops the algorithm. Validation success is one episode on each of the first ``--eval-seeds`` seeds of the
-validation split (``envs/seeds.py``), sampled with the training settings (``DAPO.evaluate_success``); the same
-seeds for every run.
+For every (seed, env, mode) it builds DAPO with ``experiments.run_config.build_config`` (the env's settings
+file, then the options of ``experiments.sweep``: ``--model``, by default the tiny model warm-started on the
+env; ``--algorithm``, ``--scale``, ``--set key=value`` and the workload options; 3 iterations evaluated every
+iteration on 16 tasks unless the options say otherwise), measures validation success before training
+(``DAPO.evaluate_policy``) and inside training every ``--eval-every`` iterations (RLlib's
+``evaluation_interval``; the last iteration always), then stops the algorithm. Validation success is the mean
+success of ``--eval-samples`` episode(s) on each of the first ``--eval-tasks`` tasks of the validation split
+(``envs/seeds.py``), sampled with the training settings; the same tasks for every run.
 
 The runs are sequential, in this process: each builds its algorithm, trains, evaluates and stops, while Ray
 (started once) and the imported torch / vLLM stay up. Tune trials would each start a fresh worker process
@@ -28,6 +30,7 @@ Output, in ``--output`` (default ``results/compare-<time>``):
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import time
@@ -39,16 +42,12 @@ import numpy as np
 from algorithms.replay import REPLAY_MODES
 from experiments.ray_session import start_ray
 from experiments.results_json import dumps
-from experiments.sweep import add_workload_args, workload_config
-from experiments.train import (
-    DEFAULT_ENV,
-    MOSTLY_UNTRAINED_SHARE,
-    check_env_id,
-    check_warm_start_args,
-    flatten,
-    trained_nothing,
-)
+from experiments.run_config import DEFAULT_ENV, RunSettings, build_config
+from experiments.run_options import check_env_id
+from experiments.sweep import add_workload_args, workload_config, workload_settings
+from experiments.train import MOSTLY_UNTRAINED_SHARE, flatten, trained_nothing
 
+PROG = "python -m experiments.compare"
 MODE_LABELS = {
     "on_policy": "on-policy",
     "per": "standard PER",
@@ -75,55 +74,45 @@ PAPER_TASK = {
     "freshrl/FrozenLake-v0": "FrozenLake (LLM)",
     "freshrl/FrozenLakeVision-v0": "FrozenLake (VLM)",
 }
-# Settings a saved run must share with the current command to be reused.
-RUN_SETTINGS = (
-    "iterations",
-    "full_scale",
-    "eval_every",
-    "eval_seeds",
-    "tau",
-    "model",
-    "env_config",
-    "group_size",
-    "prompts",
-    "max_response_tokens",
-    "max_generation_batches",
-    "kv_cache_gib",
-)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        prog="python -m experiments.compare", description=__doc__.splitlines()[0]
-    )
+    parser = argparse.ArgumentParser(prog=PROG, description=__doc__.splitlines()[0])
     parser.add_argument(
         "--envs", nargs="+", default=[DEFAULT_ENV], help="gymnasium ids (default %(default)s)"
     )
     parser.add_argument("--modes", nargs="+", default=list(REPLAY_MODES), choices=REPLAY_MODES)
     parser.add_argument("--seeds", type=int, default=2, help="training seeds 0..n-1 per (env, mode)")
-    parser.add_argument(
-        "--eval-every", type=int, default=1, help="evaluate every k iterations (and the last)"
-    )
-    parser.add_argument("--tau", type=float, default=None, help="FreshPER tau (default: DAPOConfig's)")
+    parser.add_argument("--tau", type=float, default=None, help="FreshPER tau (= --set tau=)")
     parser.add_argument("--output", default=None, help="results folder (default results/compare-<time>)")
     add_workload_args(parser)
     args = parser.parse_args(argv)
-    check_warm_start_args(parser, args)
+    if args.seeds < 1:
+        parser.error(f"--seeds must be >= 1, got {args.seeds}")
     for env in args.envs:
         check_env_id(env)
-    if args.iterations < 1 or args.eval_every < 1 or args.eval_seeds < 1 or args.seeds < 1:
-        parser.error("--iterations, --eval-every, --eval-seeds and --seeds must be >= 1")
+        try:
+            build_config(run_settings(args, env))
+        except ValueError as error:
+            raise SystemExit(f"{PROG}: {error}") from None
+    args.run = run_settings(args, args.envs[0])  # what every run shares (the report's header)
     return args
+
+
+def run_settings(args: argparse.Namespace, env: str, mode: str | None = None, seed: int = 0) -> RunSettings:
+    """The settings of the run (env, mode, seed)."""
+    tau = {"tau": args.tau} if args.tau is not None else {}
+    return workload_settings(PROG, args, env=env, replay=mode, seed=seed, overrides=tau)
 
 
 def run_path(output: Path, env: str, mode: str, seed: int) -> Path:
     return output / "runs" / f"{env.split('/')[-1]}__{mode}__seed{seed}.json"
 
 
-def run_settings(args: argparse.Namespace, config) -> dict[str, Any]:
-    """What a saved run must share with the current command to be reused, the model actually used included
-    (``experiments.train``'s default model may change)."""
-    return {**{name: getattr(args, name) for name in RUN_SETTINGS}, "model_path": config.model_path}
+def saved_settings(settings: RunSettings, config) -> dict[str, Any]:
+    """What a saved run must share with the current command to be reused: its settings and the model
+    actually used (the default model may change)."""
+    return json.loads(dumps({**dataclasses.asdict(settings), "model_path": config.model_path}))
 
 
 def load_finished(path: Path, settings: dict[str, Any]) -> dict[str, Any] | None:
@@ -138,26 +127,30 @@ def load_finished(path: Path, settings: dict[str, Any]) -> dict[str, Any] | None
     return run
 
 
-def evaluate(algo, seeds: list[int], iteration: int) -> dict[str, float]:
-    successes = algo.evaluate_success(seeds)
-    return {"iteration": iteration, "success": float(np.mean(successes)), "episodes": len(successes)}
+def curve_point(iteration: int, metrics: dict[str, Any]) -> dict[str, Any]:
+    """One evaluation of a run's curve: its success and episodes, and every metric of it."""
+    return {
+        "iteration": iteration,
+        "success": metrics["success"],
+        "episodes": metrics["num_episodes"],
+        "metrics": metrics,
+    }
 
 
-def train_and_evaluate(args: argparse.Namespace, config, settings: dict[str, Any]) -> dict[str, Any]:
-    """One run of ``config``: build, evaluate, train with periodic evaluation, stop."""
-    from envs.seeds import seeds as split_seeds
-
+def train_and_evaluate(run: RunSettings, config, settings: dict[str, Any]) -> dict[str, Any]:
+    """One run of ``config``: build, evaluate, train (evaluated inside training), stop."""
     started = time.perf_counter()
     algo = config.build_algo()
     try:
-        eval_seeds = split_seeds("validation", args.eval_seeds)
-        curve = [evaluate(algo, eval_seeds, 0)]
+        curve = [curve_point(0, algo.evaluate_policy())]
         training = []
-        for iteration in range(1, args.iterations + 1):
+        for iteration in range(1, run.iterations + 1):
             result = algo.train()
-            training.append(flatten({k: v for k, v in result.items() if k != "config"}))
-            if iteration % args.eval_every == 0 or iteration == args.iterations:
-                curve.append(evaluate(algo, eval_seeds, iteration))
+            if "evaluation" in result:
+                curve.append(curve_point(iteration, result["evaluation"]))
+            training.append(flatten({k: v for k, v in result.items() if k not in ("config", "evaluation")}))
+        if curve[-1]["iteration"] != run.iterations:  # the last iteration is off the evaluation interval
+            curve.append(curve_point(run.iterations, algo.evaluate_policy()))
     finally:
         algo.stop()
     trained = [point["success"] for point in curve if point["iteration"] > 0]
@@ -284,13 +277,14 @@ def markdown(
         sorted({run["settings"]["model_path"] or "the default model (model_path None)" for run in runs})
     )
     lines = [
-        "# On-policy vs PER vs FreshPER (DAPO, tiny CPU scale)",
+        f"# On-policy vs PER vs FreshPER (DAPO, {args.run.resolved_scale} scale)",
         "",
         f"Command: `{command}`",
         "",
-        f"{args.iterations} DAPO iterations per run; seeds {args.seeds}; validation success = one episode on "
-        f"each of {args.eval_seeds} validation seeds, measured before training and every {args.eval_every} "
-        f"iteration(s). FreshPER tau = {', '.join(f'{t:g}' for t in taus) or 'n/a'} (age in "
+        f"{args.run.iterations} DAPO iterations per run; seeds {args.seeds}; validation success = mean "
+        f"success of {args.run.eval_samples} episode(s) on each of {args.run.eval_tasks} validation tasks, "
+        f"measured before training and every {args.run.eval_every or args.run.iterations} iteration(s). "
+        f"FreshPER tau = {', '.join(f'{t:g}' for t in taus) or 'n/a'} (age in "
         f"{age_units}). Model: {models}. Total run time {wall / 60:.1f} min.",
         "",
         "## Peak validation success (mean ± 95% interval over seeds; std)",
@@ -465,13 +459,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     jobs = [(env, mode, seed) for seed in range(args.seeds) for env in args.envs for mode in args.modes]
     runs, ran, skipped = [], [], []
     for index, (env, mode, seed) in enumerate(jobs, start=1):
-        config = workload_config(args, env=env, replay=mode, seed=seed, tau=args.tau)
-        settings = run_settings(args, config)
+        run_of = run_settings(args, env, mode, seed)
+        config = workload_config(run_of, PROG)
+        settings = saved_settings(run_of, config)
         path = run_path(output, env, mode, seed)
         run = load_finished(path, settings)
         if run is None:
             start_ray()
-            run = train_and_evaluate(args, config, settings)
+            run = train_and_evaluate(run_of, config, settings)
             save_run(path, run)
             ran.append(path)
         else:

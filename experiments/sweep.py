@@ -1,13 +1,18 @@
 """Ray Tune sweep over FreshPER's ``tau`` and DAPO's ``eps_high``: ``python -m experiments.sweep``.
 
-Each trial is one DAPO run (``experiments.train``'s configuration: env, model (by default the tiny model
-warm-started on the env), ``dapo`` preset at the tiny scale, replay mode) for ``--iterations`` training
-iterations. After training iteration ``i`` the trial measures **validation success** when ``i == 1`` or
-``i % --eval-every == 0``: one episode on each of the first ``--eval-seeds`` seeds of the validation split
-(``envs/seeds.py``), sampled with the training settings (``DAPO.evaluate_success``). Every result reports the
-latest measurement as ``validation/success`` (with ``validation/iteration``, the iteration it was measured
-after, and ``validation/episodes``), so the metric is present in every result that Tune's searchers and
-schedulers see.
+Each trial is one DAPO run with the configuration of ``experiments.run_config.build_config``: the env's
+settings file (``--settings`` names another), the options (``--model``, by default the tiny model
+warm-started on the env; ``--algorithm``, ``--scale``, ``--set key=value``, the workload options), the
+replay mode, for ``--iterations`` training iterations. The trial is evaluated inside training by DAPO's own
+evaluation (RLlib's ``evaluation_interval`` = ``--eval-every``: one episode on each of the first
+``--eval-tasks`` tasks of the validation split, ``DAPO.evaluate_policy``). Every result carries the latest
+evaluation under ``evaluation/`` (``evaluation/success``, its Wilson interval, pass@k, ...;
+``evaluation/iteration`` says after which iteration it was measured): the first result is evaluated too
+(:class:`CarryEvaluation`), so the metric is present in every result that Tune's searchers and schedulers
+see, which Tune requires of a searcher's metric.
+
+Without ``--settings``, a trial runs 3 iterations evaluated every iteration on 16 tasks (not the settings
+file's 20 and 128).
 
 Search: ``--search-alg grid`` (default) crosses the ``--tau`` and ``--eps-high`` lists with
 ``tune.grid_search`` (``--num-samples`` repeats the grid); any other name is one of Tune's searchers
@@ -25,41 +30,52 @@ unfinished ones continue from their latest checkpoint (trials checkpoint after e
 start again. Tune keeps the original search space and stopping rule; give the same options as the first
 command so that the summary's header describes it.
 
-The sweep's trainable is ``ValidatedDAPO``, DAPO plus that validation step; plain
-``tune.Tuner(DAPO, param_space=config)`` works too (it reports DAPO's training metrics only).
+The trainable is plain ``DAPO``; ``tune.Tuner(DAPO, param_space=config)`` works with any DAPOConfig.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib.util
 import math
 import time
 from pathlib import Path
 from typing import Any
 
-from ray.rllib.algorithms.algorithm_config import NotProvided
+from ray.rllib.callbacks.callbacks import RLlibCallback
 
 from algorithms.dapo import DAPO, DAPOConfig
-from envs.seeds import seeds as split_seeds
 from experiments.ray_session import start_ray
 from experiments.results_json import write_json
-from experiments.train import (
-    DEFAULT_ENV,
-    MOSTLY_UNTRAINED_SHARE,
-    add_warm_start_args,
-    build_config,
+from experiments.run_config import RunSettings, SettingsError, build_config, starting_model
+from experiments.run_options import (
+    add_algorithm_options,
+    add_model_options,
+    add_run_options,
+    add_settings_option,
+    base_settings,
     check_env_id,
-    check_warm_start_args,
-    default_model,
+    settings_from_args,
 )
-from experiments.train import parse_args as train_args
+from experiments.train import MOSTLY_UNTRAINED_SHARE
 
-VALIDATION_METRIC = "validation/success"
+PROG = "python -m experiments.sweep"
+VALIDATION_METRIC = "evaluation/success"
 DEFAULT_TAUS = [50.0, 500.0]
 DEFAULT_EPS_HIGH = [0.2, 0.28]
 # Modes whose sampling depends on tau: a tau sweep is meaningless for the others.
 TAU_MODES = ("freshper", "freshper_poly")
+# A sweep's (and a comparison's) run without --settings: short, evaluated every iteration on 16 tasks.
+WORKLOAD_DEFAULTS: dict[str, Any] = {"iterations": 3, "eval_tasks": 16, "eval_every": 1}
+# Workload options -> the DAPOConfig key each sets.
+WORKLOAD_KEYS = {
+    "group_size": "group_size",
+    "prompts": "prompts_per_iteration",
+    "max_response_tokens": "max_response_tokens",
+    "max_generation_batches": "max_generation_batches",
+    "kv_cache_gib": "engine_kv_cache_gib",
+}
 # Tune searchers backed by optional packages: searcher name -> modules it imports (pip names in the error).
 SEARCHER_PACKAGES: dict[str, dict[str, str]] = {
     "optuna": {"optuna": "optuna"},
@@ -73,128 +89,87 @@ SEARCHER_PACKAGES: dict[str, dict[str, str]] = {
 }
 
 
-class ValidatedDAPOConfig(DAPOConfig):
-    """DAPOConfig plus the validation schedule of :class:`ValidatedDAPO`."""
+class CarryEvaluation(RLlibCallback):
+    """Every training result carries the latest evaluation (``result["evaluation"]``, plus the
+    ``iteration`` it was measured after): RLlib evaluates every ``evaluation_interval`` iterations only, and
+    Tune needs a searcher's metric in every result. The first result of a trial (or of a restored one)
+    without an evaluation of RLlib's is evaluated here."""
 
-    def __init__(self, algo_class=None):
-        super().__init__(algo_class=algo_class or ValidatedDAPO)
-        self.validation_num_seeds = 16  # first seeds of the validation split, one episode each
-        self.validation_interval = 1  # measure after iteration 1 and every this many iterations
+    def __init__(self) -> None:
+        super().__init__()
+        self._latest: dict[str, Any] | None = None
 
-    def validation(self, *, num_seeds: int = NotProvided, interval: int = NotProvided) -> ValidatedDAPOConfig:
-        if num_seeds is not NotProvided:
-            self.validation_num_seeds = num_seeds
-        if interval is not NotProvided:
-            self.validation_interval = interval
-        return self
-
-    def validate(self) -> None:
-        super().validate()
-        if self.validation_num_seeds < 1 or self.validation_interval < 1:
-            raise ValueError("ValidatedDAPOConfig: validation num_seeds and interval must be >= 1")
-
-    @classmethod
-    def from_dapo_config(cls, config: DAPOConfig) -> ValidatedDAPOConfig:
-        """The same settings as ``config`` (e.g. from ``experiments.train.build_config``), validated."""
-        settings = {k: v for k, v in config.to_dict().items() if k != "algo_class"}
-        return cls().update_from_dict(settings)
-
-
-class ValidatedDAPO(DAPO):
-    """DAPO that reports validation success (see the module docstring for the schedule)."""
-
-    @classmethod
-    def get_default_config(cls) -> ValidatedDAPOConfig:
-        return ValidatedDAPOConfig()
-
-    def setup(self, config: ValidatedDAPOConfig) -> None:
-        super().setup(config)
-        self._validation: dict[str, float] | None = None
-
-    def step(self) -> dict[str, Any]:
-        result = super().step()
-        iteration = self.iteration + 1  # Trainable.train() counts this step after step() returns
-        if self._validation is None or iteration % self.config.validation_interval == 0:
-            seeds = split_seeds("validation", self.config.validation_num_seeds)
-            successes = self.evaluate_success(seeds)
-            self._validation = {
-                VALIDATION_METRIC: float(sum(successes)) / max(1, len(successes)),
-                "validation/iteration": float(iteration),
-                "validation/episodes": float(len(successes)),
-            }
-        result.update(self._validation)
-        return result
+    def on_train_result(self, *, algorithm, result: dict, **kwargs) -> None:
+        # Trainable.train() has counted this iteration: algorithm.iteration is the one just trained.
+        if "evaluation" in result:
+            self._latest = {**result["evaluation"], "iteration": algorithm.iteration}
+        elif self._latest is None:
+            self._latest = {**algorithm.evaluate_policy(), "iteration": algorithm.iteration}
+        result["evaluation"] = dict(self._latest)
 
 
 # ---------------------------------------------------------------------------------------------------------
 def add_workload_args(parser: argparse.ArgumentParser) -> None:
-    """Options shared with ``experiments.compare``: the model and the size of the tiny workload."""
-    parser.add_argument(
-        "--model",
-        default=None,
-        help="model name (smollm2), model dir or hub id (default: the tiny model warm-started on the env)",
-    )
-    parser.add_argument("--env-config", default="{}", help="JSON kwargs for gymnasium.make")
-    parser.add_argument("--iterations", type=int, default=3, help="training iterations per run")
-    parser.add_argument("--eval-seeds", type=int, default=16, help="validation seeds (one episode each)")
-    parser.add_argument("--group-size", type=int, default=None, help="G (default: tiny preset's 8)")
-    parser.add_argument(
-        "--prompts", type=int, default=None, help="P per iteration (default: tiny preset's 4)"
-    )
-    parser.add_argument(
-        "--max-response-tokens", type=int, default=None, help="per turn (default: tiny preset's 48)"
-    )
-    parser.add_argument(
-        "--max-generation-batches", type=int, default=None, help="dynamic sampling budget (tiny preset: 3)"
-    )
-    parser.add_argument("--kv-cache-gib", type=float, default=None, help="vLLM KV cache (tiny preset: 1.0)")
-    parser.add_argument("--num-env-runners", type=int, default=0, help="remote EnvRunners (0: in-process)")
-    parser.add_argument("--num-learners", type=int, default=0, help="remote learners (0: in-process)")
-    parser.add_argument("--gpu", action="store_true", help="one GPU per learner and per remote EnvRunner")
-    parser.add_argument("--full-scale", action="store_true", help="paper-scale settings, not the tiny ones")
-    add_warm_start_args(parser)
-
-
-def workload_config(
-    args: argparse.Namespace, *, env: str, replay: str, seed: int = 0, tau: float | None = None
-) -> DAPOConfig:
-    """``experiments.train.build_config`` for (env, replay, seed, tau), shrunk by the workload options.
-
-    With ``--max-response-tokens``, the overlong buffer L_cache shrinks to at most a third of it, so the
-    soft punishment still has a band below the limit.
-    """
-    argv = ["--env", env, "--env-config", args.env_config, "--replay", replay, "--seed", str(seed)]
-    argv += ["--num-env-runners", str(args.num_env_runners), "--num-learners", str(args.num_learners)]
-    argv += ["--model", args.model or default_model(env, **warm_start_options(args))]
-    argv += ["--gpu"] if args.gpu else []
-    argv += ["--full-scale"] if args.full_scale else []
-    argv += ["--tau", str(tau)] if tau is not None else []
-    config = build_config(train_args(argv))
-    overrides = {
-        "group_size": args.group_size,
-        "prompts_per_iteration": args.prompts,
-        "max_generation_batches": args.max_generation_batches,
-        "engine_kv_cache_gib": args.kv_cache_gib,
+    """Options shared with ``experiments.compare``: the model, algorithm, scale, ``--set``, evaluation and
+    resources, and shorthands for the workload's size (DAPOConfig keys)."""
+    add_model_options(parser)
+    add_algorithm_options(parser)
+    add_run_options(parser)
+    shorthands = {
+        "--group-size": (int, "G (= --set group_size=)"),
+        "--prompts": (int, "P per iteration (= --set prompts_per_iteration=)"),
+        "--max-response-tokens": (int, "per turn (= --set max_response_tokens=; L_cache shrinks with it)"),
+        "--max-generation-batches": (int, "dynamic sampling budget (= --set max_generation_batches=)"),
+        "--kv-cache-gib": (float, "vLLM KV cache (= --set engine_kv_cache_gib=)"),
     }
-    if args.max_response_tokens is not None:
-        overrides["max_response_tokens"] = args.max_response_tokens
-        overrides["overlong_cache_len"] = min(
-            config.overlong_cache_len, max(1, args.max_response_tokens // 3)
-        )
-    return config.training(**{k: v for k, v in overrides.items() if v is not None})
+    for flag, (kind, text) in shorthands.items():
+        parser.add_argument(flag, type=kind, default=None, help=text)
 
 
-def warm_start_options(args: argparse.Namespace) -> dict[str, Any]:
-    """``default_model``'s keywords from the ``--warm-start-steps`` / ``--no-warm-start`` options."""
-    return {"warm_start_steps": args.warm_start_steps, "warm_start": args.warm_start}
+def workload_settings(
+    prog: str,
+    args: argparse.Namespace,
+    *,
+    env: str | None,
+    replay: str | None = None,
+    seed: int | None = None,
+    overrides: dict[str, Any] | None = None,
+) -> RunSettings:
+    """The settings of one run of a sweep or comparison: ``--settings`` or the env's settings file, the
+    options, :data:`WORKLOAD_DEFAULTS` (without ``--settings``), ``replay``, ``seed`` and ``overrides``
+    (after ``--set`` and the workload options)."""
+    settings_file = getattr(args, "settings", None)
+    base = base_settings(prog, settings_file, env, args.model)
+    shorthands = {key: getattr(args, name) for name, key in WORKLOAD_KEYS.items()}
+    settings = settings_from_args(
+        prog,
+        args,
+        base,
+        defaults=None if settings_file else WORKLOAD_DEFAULTS,
+        overrides={**{k: v for k, v in shorthands.items() if v is not None}, **(overrides or {})},
+    )
+    chosen = {"replay": replay, "seed": seed}
+    try:
+        return dataclasses.replace(settings, **{k: v for k, v in chosen.items() if v is not None})
+    except SettingsError as error:
+        raise SystemExit(f"{prog}: {error}") from None
+
+
+def workload_config(settings: RunSettings, prog: str) -> DAPOConfig:
+    """``build_config`` of ``settings`` from its starting model (the tiny warm start without a model)."""
+    try:
+        return build_config(settings, {"model_path": starting_model(settings)})
+    except (SettingsError, ValueError) as error:
+        raise SystemExit(f"{prog}: {error}") from None
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     from algorithms.replay import REPLAY_MODES
 
-    parser = argparse.ArgumentParser(prog="python -m experiments.sweep", description=__doc__.splitlines()[0])
-    parser.add_argument("--env", default=DEFAULT_ENV, help="registered gymnasium id (default %(default)s)")
-    parser.add_argument("--replay", default="freshper", choices=REPLAY_MODES)
+    parser = argparse.ArgumentParser(prog=PROG, description=__doc__.splitlines()[0])
+    add_settings_option(parser)
+    parser.add_argument("--env", default=None, help="registered gymnasium id (default: the settings file's)")
+    parser.add_argument("--replay", default=None, choices=REPLAY_MODES, help="default: the settings file's")
     parser.add_argument("--tau", type=float, nargs="+", default=DEFAULT_TAUS, help="values of tau")
     parser.add_argument(
         "--eps-high", type=float, nargs="+", default=DEFAULT_EPS_HIGH, help="values of eps_high"
@@ -203,8 +178,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--search-alg", default="grid", help="grid, random, or a Tune searcher name (optuna, hyperopt, ...)"
     )
     parser.add_argument("--num-samples", type=int, default=None, help="grid repeats, or trials (default 4)")
-    parser.add_argument("--eval-every", type=int, default=1, help="validate every k iterations (and after 1)")
-    parser.add_argument("--seed", type=int, default=0, help="training seed of every trial")
+    parser.add_argument("--seed", type=int, default=None, help="training seed of every trial")
     parser.add_argument(
         "--max-concurrent", type=int, default=1, help="trials at once (each needs its own resources)"
     )
@@ -217,32 +191,39 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     add_workload_args(parser)
     args = parser.parse_args(argv)
-    check_warm_start_args(parser, args)
-    check_env_id(args.env)
     if args.resume and not args.name:
         parser.error("--resume needs the --name of the sweep to continue")
-    if args.iterations < 1 or args.eval_every < 1 or args.eval_seeds < 1:
-        parser.error("--iterations, --eval-every and --eval-seeds must be >= 1")
+    swept = {"tau", "eps_high"} & {item.partition("=")[0].strip() for item in args.set}
+    if swept:
+        raise SystemExit(
+            f"{PROG}: --set {', '.join(sorted(swept))}: the sweep sets it; give its values to --tau / "
+            "--eps-high"
+        )
+    args.run = workload_settings(PROG, args, env=args.env)
+    check_env_id(args.run.env)
+    try:
+        build_config(args.run)
+    except ValueError as error:
+        raise SystemExit(f"{PROG}: {error}") from None
     return args
 
 
-def search_space(args: argparse.Namespace) -> tuple[ValidatedDAPOConfig, Any, int]:
+def search_space(args: argparse.Namespace) -> tuple[DAPOConfig, Any, int]:
     """(param_space config, Tune search algorithm or None, num_samples) for the chosen search."""
     from ray import tune
 
-    config = ValidatedDAPOConfig.from_dapo_config(
-        workload_config(args, env=args.env, replay=args.replay, seed=args.seed)
-    ).validation(num_seeds=args.eval_seeds, interval=args.eval_every)
+    run: RunSettings = args.run
+    config = workload_config(run, PROG).callbacks(CarryEvaluation)
     taus = args.tau
-    if args.replay not in TAU_MODES and len(taus) > 1:
-        print(f"sweep: tau has no effect with --replay {args.replay}; sweeping eps_high only")
+    if run.replay not in TAU_MODES and len(taus) > 1:
+        print(f"sweep: tau has no effect with --replay {run.replay}; sweeping eps_high only")
         taus = taus[:1]
     if args.search_alg == "grid":
         domain, searcher, samples = tune.grid_search, None, args.num_samples or 1
     else:
         domain, searcher, samples = (
             tune.choice,
-            make_searcher(args.search_alg, args.seed),
+            make_searcher(args.search_alg, run.seed),
             args.num_samples or 4,
         )
     config = config.training(eps_high=domain(args.eps_high)).replay(tau=domain(taus))
@@ -282,10 +263,10 @@ def run_sweep(args: argparse.Namespace):
         if not tune.Tuner.can_restore(folder):
             raise SystemExit(f"sweep: no Tune experiment to resume at {folder}; check --storage-path/--name")
         # Tune keeps the original search space and stop criteria; the command's other options are ignored.
-        return tune.Tuner.restore(str(folder), trainable=ValidatedDAPO, restart_errored=True).fit()
+        return tune.Tuner.restore(str(folder), trainable=DAPO, restart_errored=True).fit()
     config, searcher, samples = search_space(args)
     tuner = tune.Tuner(
-        ValidatedDAPO,
+        DAPO,
         param_space=config,
         # No metric here: Tune would print every trial's whole config as "current best"; a model-based
         # searcher gets the metric itself (make_searcher), and summary_markdown picks the best trial.
@@ -297,7 +278,7 @@ def run_sweep(args: argparse.Namespace):
         run_config=tune.RunConfig(
             name=args.name,
             storage_path=str(Path(args.storage_path).resolve()),
-            stop={"training_iteration": args.iterations},
+            stop={"training_iteration": args.run.iterations},
             checkpoint_config=tune.CheckpointConfig(
                 checkpoint_frequency=1, checkpoint_at_end=True, num_to_keep=1
             ),
@@ -314,6 +295,7 @@ def trial_rows(results) -> list[dict[str, Any]]:
         frame = result.metrics_dataframe
         curve = [] if frame is None or VALIDATION_METRIC not in frame else frame[VALIDATION_METRIC].dropna()
         metrics = result.metrics or {}
+        final = (metrics.get("evaluation") or {}).get("success", math.nan)
         untrained = iterations_without_training(frame)
         iterations = int(metrics.get("training_iteration", 0))
         rows.append(
@@ -326,7 +308,7 @@ def trial_rows(results) -> list[dict[str, Any]]:
                 "iterations_without_training": untrained,
                 "mostly_untrained": untrained > MOSTLY_UNTRAINED_SHARE * iterations,
                 "peak_validation_success": float(max(curve)) if len(curve) else math.nan,
-                "final_validation_success": float(metrics.get(VALIDATION_METRIC, math.nan)),
+                "final_validation_success": float(final),
                 "final_reward_mean": float(metrics.get("rollout/reward_mean", math.nan)),
                 "status": "error" if result.error else "ok",
                 "path": result.path,
@@ -355,11 +337,13 @@ def best_row(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
 def summary_markdown(
     args: argparse.Namespace, rows: list[dict[str, Any]], best: dict[str, Any] | None
 ) -> str:
+    run: RunSettings = args.run
     lines = [
-        f"# Sweep `{args.name}`: {args.env}, replay {args.replay}, search {args.search_alg}",
+        f"# Sweep `{args.name}`: {run.env}, replay {run.replay}, search {args.search_alg}",
         "",
-        f"{args.iterations} iterations per trial; validation success = one episode on each of "
-        f"{args.eval_seeds} validation seeds, measured after iteration 1 and every {args.eval_every}.",
+        f"{run.iterations} iterations per trial; validation success = mean success of {run.eval_samples} "
+        f"episode(s) on each of {run.eval_tasks} validation tasks (DAPO.evaluate_policy), measured after "
+        f"iteration 1 and every {run.eval_every or run.iterations}.",
         "",
         "| trial | tau | eps_high | peak validation success | final validation success | final reward | "
         "iterations | iterations that trained nothing | status |",
@@ -404,7 +388,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
     args = parse_args(argv)
     quiet_library_bars_in_logs()
-    args.name = args.name or f"sweep-{args.env.split('/')[-1]}-{time.strftime('%Y%m%d-%H%M%S')}"
+    args.name = args.name or f"sweep-{args.run.env.split('/')[-1]}-{time.strftime('%Y%m%d-%H%M%S')}"
     results = run_sweep(args)
     rows = trial_rows(results)
     best = best_row(rows)
@@ -412,9 +396,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     markdown = summary_markdown(args, rows, best)
     (folder / "summary.md").write_text(markdown)
     summary = {
-        "env": args.env,
-        "replay": args.replay,
-        "iterations": args.iterations,
+        "env": args.run.env,
+        "replay": args.run.replay,
+        "iterations": args.run.iterations,
+        "settings": dataclasses.asdict(args.run),
         "trials": rows,
         "best": best,
     }

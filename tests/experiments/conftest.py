@@ -15,11 +15,11 @@ from models.tiny import tiny_lm_path
 @pytest.fixture(scope="session")
 def tiny_workload() -> list[str]:
     """Workload options of experiments.sweep / experiments.compare: 2 prompts x 2 samples, 12 tokens per
-    turn, one generation batch, 4 validation seeds. The model is named so that the tests do not depend on
+    turn, one generation batch, 4 validation tasks. The model is named so that the tests do not depend on
     experiments.train's default model."""
     return [
         "--model", str(tiny_lm_path()),
-        "--eval-seeds", "4",
+        "--eval-tasks", "4",
         "--group-size", "2",
         "--prompts", "2",
         "--max-response-tokens", "12",

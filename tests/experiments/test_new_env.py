@@ -1,7 +1,7 @@
 """A new env from outside freshrl, the way docs/adding_an_env.md says: a module of one's own registers it, and
 ``--env module:ns/Name-v0`` (Gymnasium's form) makes every process import that module. The env passes the
-contract check, warm-starts for a few steps, trains one iteration from a preset file of its own, and runs one
-sweep trial (issue 16, item 5)."""
+contract check, warm-starts for a few steps, trains one iteration from a settings file of its own, and runs
+one sweep trial (issue 16, item 5)."""
 
 from __future__ import annotations
 
@@ -111,23 +111,23 @@ def test_a_new_env_checks_warm_starts_trains_and_sweeps(user_module, tmp_path):
     report = check_env_contract(ENV_ID, split_tasks=200)
     assert set(report.values()) == {"ok"}
 
-    preset = tmp_path / "parity.yaml"
-    preset.write_text(
+    settings = tmp_path / "parity.yaml"
+    settings.write_text(
         yaml.safe_dump(
             {
                 "env": ENV_ID,
                 "env_config": {"max_turns": 2},
                 "replay": "per",
                 "iterations": 1,
-                "eval_seeds": 2,
+                "eval_tasks": 2,
                 "warm_start_steps": 3,
-                "training": TINY_TRAINING,
+                "overrides": TINY_TRAINING,
             }
         )
     )
-    summary = train.main(["--config", str(preset), "--output", str(tmp_path / "run")])
+    summary = train.main(["--settings", str(settings), "--output", str(tmp_path / "run")])
     saved = strict_json(tmp_path / "run" / "summary.json")
-    assert saved["env"] == ENV_ID and saved["iterations"] == 1 and saved["before"]["n"] == 2
+    assert saved["env"] == ENV_ID and saved["iterations"] == 1 and saved["before"]["num_episodes"] == 2
     assert saved["iterations_without_training"] in (0, 1) and isinstance(saved["mostly_untrained"], bool)
     assert summary["checkpoint"] and (tmp_path / "run" / "curves.png").exists()
     warm = warm_started_path(ENV_ID, steps=3)  # cached by the run: returns at once
@@ -135,7 +135,7 @@ def test_a_new_env_checks_warm_starts_trains_and_sweeps(user_module, tmp_path):
     assert json.loads((warm / BUILD_INFO_FILE).read_text())["steps"] == 3
 
     argv = ["--env", ENV_ID, "--warm-start-steps", "3", "--iterations", "1", "--replay", "per"]
-    argv += ["--tau", "50", "--eps-high", "0.28", "--eval-seeds", "2", "--group-size", "2"]
+    argv += ["--tau", "50", "--eps-high", "0.28", "--eval-tasks", "2", "--group-size", "2"]
     argv += ["--prompts", "2", "--max-response-tokens", "12", "--max-generation-batches", "1"]
     argv += ["--kv-cache-gib", "0.5"]
     result = sweep.main([*argv, "--storage-path", str(tmp_path / "sweeps"), "--name", "parity"])

@@ -11,6 +11,7 @@ import pytest
 from algorithms.dapo import DAPO
 from algorithms.dapo.learner import DAPOTorchLearner
 from experiments import sweep
+from experiments.run_config import build_config
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "scaling.md"
 
@@ -55,7 +56,7 @@ def test_cli_gpu_flags_request_the_same_layout():
     args = sweep.parse_args(
         ["--model", "/models/m", "--gpu", "--num-env-runners", "2", "--num-learners", "3"]
     )
-    config = sweep.workload_config(args, env=args.env, replay="freshper")
+    config = build_config(args.run)
     assert (config.num_env_runners, config.num_gpus_per_env_runner) == (2, 1)
     assert (config.num_learners, config.num_gpus_per_learner) == (3, 1)
     bundles = DAPO.default_resource_request(config).bundles

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import json
 import math
@@ -55,11 +56,13 @@ def test_sweep_cli_writes_tune_results_tensorboard_and_summary(tmp_path, tiny_wo
         assert trial_dir.parent == folder
         assert list(trial_dir.glob("events.out.tfevents.*")), "no TensorBoard log"
         progress = (trial_dir / "progress.csv").read_text().splitlines()
-        assert "validation/success" in progress[0] and len(progress) == 3  # header + 2 iterations
+        assert "evaluation/success" in progress[0] and len(progress) == 3  # header + 2 iterations
         results = [json.loads(line) for line in (trial_dir / "result.json").read_text().splitlines()]
-        # Measured after iteration 1, then every 2; every result carries the latest measurement.
-        assert [r["validation/iteration"] for r in results] == [1.0, 2.0]
-        assert all(r["validation/episodes"] == 4.0 for r in results)
+        # Evaluated after iteration 1 (the first result) and then by RLlib every 2; every result carries
+        # the latest evaluation.
+        assert [r["evaluation"]["iteration"] for r in results] == [1, 2]
+        assert all(r["evaluation"]["num_episodes"] == 4 for r in results)
+        assert all("success_ci95_low" in r["evaluation"] for r in results)
         assert row["checkpoint"] is not None
     assert summary["best"]["trial"] == trials[0]["trial"]
     saved = json.loads((folder / "summary.json").read_text())
@@ -77,18 +80,44 @@ def test_sweep_cli_writes_tune_results_tensorboard_and_summary(tmp_path, tiny_wo
         sweep.main([*argv, *tiny_workload, "--storage-path", str(tmp_path), "--name", "none", "--resume"])
 
 
-def test_validated_config_keeps_the_train_settings():
+def test_sweep_config_keeps_the_run_settings():
     args = sweep.parse_args(
-        [*NO_MODEL_LOAD, "--group-size", "3", "--prompts", "5", "--max-response-tokens", "12"]
+        [*NO_MODEL_LOAD, "--group-size", "3", "--prompts", "5", "--max-response-tokens", "12", "--seed", "7"]
     )
-    dapo_config = sweep.workload_config(args, env=args.env, replay="per", seed=7, tau=123.0)
-    config = sweep.ValidatedDAPOConfig.from_dapo_config(dapo_config).validation(num_seeds=9, interval=2)
-    assert config.algo_class is sweep.ValidatedDAPO
+    args.run = dataclasses.replace(args.run, replay="per", eval_tasks=9, eval_every=2)
+    config, _, _ = sweep.search_space(args)
+    assert config.algo_class is DAPO and config.callbacks_class is sweep.CarryEvaluation
     assert (config.group_size, config.prompts_per_iteration, config.max_response_tokens) == (3, 5, 12)
     assert config.overlong_cache_len == 4  # a third of the response limit
-    assert (config.replay_mode, config.tau, config.seed, config.lr) == ("per", 123.0, 7, dapo_config.lr)
-    assert (config.validation_num_seeds, config.validation_interval) == (9, 2)
-    config.validate()
+    assert (config.replay_mode, config.seed, config.lr) == ("per", 7, 1e-4)
+    assert (config.evaluation_num_tasks, config.evaluation_interval) == (9, 2)
+    # Without --settings: 3 iterations, evaluated every iteration on 16 tasks.
+    run = sweep.parse_args(NO_MODEL_LOAD).run
+    assert (run.iterations, run.eval_every, run.eval_tasks) == (3, 1, 16)
+
+
+class FakeAlgorithm:
+    """What CarryEvaluation reads of an algorithm: its iteration and evaluate_policy()."""
+
+    def __init__(self):
+        self.iteration = 0
+        self.evaluated = 0
+
+    def evaluate_policy(self):
+        self.evaluated += 1
+        return {"success": 0.25, "num_episodes": 4}
+
+
+def test_every_result_carries_the_latest_evaluation():
+    callback, algo = sweep.CarryEvaluation(), FakeAlgorithm()
+    results = []
+    for iteration, evaluation in [(1, None), (2, {"success": 0.5}), (3, None), (4, {"success": 0.75})]:
+        algo.iteration = iteration
+        result = {"training_iteration": iteration, **({"evaluation": evaluation} if evaluation else {})}
+        callback.on_train_result(algorithm=algo, result=result)
+        results.append(result["evaluation"])
+    assert algo.evaluated == 1  # the first result, which RLlib did not evaluate
+    assert [(r["success"], r["iteration"]) for r in results] == [(0.25, 1), (0.5, 2), (0.5, 2), (0.75, 4)]
 
 
 def test_search_space_grid_and_random():

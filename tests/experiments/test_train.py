@@ -8,8 +8,8 @@ import math
 
 import pytest
 
-from algorithms.dapo import presets
 from experiments import train
+from experiments.run_config import RunSettings, SettingsError, build_config, starting_model
 from models.tiny import tiny_lm_path
 
 
@@ -18,9 +18,8 @@ def read_rows(path) -> list[dict[str, str]]:
         return list(csv.DictReader(handle))
 
 
-def test_train_writes_results_and_resumes(tmp_path, monkeypatch, ray_session):
-    # experiments.train has no workload options; shrink the tiny preset it applies instead.
-    for key, value in {
+def test_train_writes_results_and_resumes(tmp_path, ray_session):
+    workload = {
         "prompts_per_iteration": 2,
         "group_size": 2,
         "max_response_tokens": 12,
@@ -28,9 +27,9 @@ def test_train_writes_results_and_resumes(tmp_path, monkeypatch, ray_session):
         "max_generation_batches": 1,
         "minibatch_size": 4,
         "engine_kv_cache_gib": 0.5,
-    }.items():
-        monkeypatch.setitem(presets.TINY_SCALE, key, value)
-    common = ["--iterations", "1", "--eval-seeds", "4", "--model", str(tiny_lm_path()), "--replay", "per"]
+    }
+    common = ["--iterations", "1", "--eval-tasks", "4", "--model", str(tiny_lm_path()), "--replay", "per"]
+    common += [arg for key, value in workload.items() for arg in ("--set", f"{key}={value}")]
 
     first = tmp_path / "first"
     summary = train.main([*common, "--output", str(first)])
@@ -39,9 +38,14 @@ def test_train_writes_results_and_resumes(tmp_path, monkeypatch, ray_session):
     assert (first / "curves.png").read_bytes().startswith(b"\x89PNG")
     saved = json.loads((first / "summary.json").read_text())
     assert saved == json.loads(json.dumps(summary))
-    assert saved["before"]["n"] == saved["after"]["n"] == 4
-    low, high = saved["after"]["ci95"]
-    assert 0.0 <= low <= saved["after"]["success"] <= high <= 1.0
+    assert saved["before"]["num_episodes"] == saved["after"]["num_episodes"] == 4
+    after = saved["after"]
+    assert 0.0 <= after["success_ci95_low"] <= after["success"] <= after["success_ci95_high"] <= 1.0
+    assert {"pass@1", "return_mean", "format_valid_rate", "turns_mean", "response_length_mean"} <= set(after)
+    # The evaluation after training is RLlib's, inside the last iteration's result.
+    assert float(rows[0]["evaluation/success"]) == after["success"]
+    assert [e["iteration"] for e in saved["evaluations"]] == [0, 1]
+    assert saved["overrides"]["group_size"] == 2 and saved["scale"] == "tiny"
     assert (first / "checkpoint" / "rllib_checkpoint.json").exists()
 
     second = tmp_path / "second"
@@ -77,20 +81,21 @@ def test_an_iteration_that_trained_nothing_says_so_and_shows_only_metrics_that_e
 
 def test_warm_start_options(monkeypatch):
     args = train.parse_args(["--warm-start-steps", "25"])
-    assert (args.warm_start_steps, args.warm_start) == (25, True)
-    assert train.parse_args(["--no-warm-start"]).warm_start is False
+    assert (args.run.warm_start_steps, args.run.warm_start) == (25, True)
+    assert train.parse_args(["--no-warm-start"]).run.warm_start is False
     for bad in (["--warm-start-steps", "-1"], ["--warm-start-steps", "5", "--no-warm-start"]):
-        with pytest.raises(SystemExit):
+        with pytest.raises(SystemExit, match="warm_start"):
             train.parse_args(bad)
-    with pytest.raises(SystemExit, match="2"):  # argparse's usage error
+    with pytest.raises(SystemExit, match="drop them or the model"):
         train.parse_args(["--model", "smollm2", "--no-warm-start"])
     chosen = {}
     monkeypatch.setattr(
         "models.warm_start.warm_started_path", lambda env, steps: chosen.setdefault(env, steps) or "/w"
     )
     monkeypatch.setattr("models.warm_start.tiny_base_path", lambda env: f"/base-{env}")
-    assert train.default_model("e", warm_start_steps=7) == "7" and chosen == {"e": 7}
-    assert train.default_model("e", warm_start=False) == "/base-e"
+    assert starting_model(RunSettings(env="e", warm_start_steps=7)) == "7" and chosen == {"e": 7}
+    assert starting_model(RunSettings(env="e", warm_start=False)) == "/base-e"
+    assert starting_model(RunSettings(env="e", model="smollm2")) == "smollm2"
 
 
 def test_an_env_without_oracle_stops_train_with_the_contract(monkeypatch):
@@ -100,17 +105,15 @@ def test_an_env_without_oracle_stops_train_with_the_contract(monkeypatch):
         raise MissingOracleError("x: needs oracle_responses()")
 
     monkeypatch.setattr("models.warm_start.warm_started_path", missing)
-    with pytest.raises(SystemExit, match="oracle_responses"):
-        train.default_model("x")
+    with pytest.raises(SettingsError, match="oracle_responses"):
+        starting_model(RunSettings(env="x"))
 
 
-def test_module_colon_id_envs_need_no_shipped_preset(tmp_path):
+def test_module_colon_id_envs_need_no_shipped_settings_file(tmp_path):
     env = "examples.guess_number:examples/GuessNumber-v0"
     args = train.parse_args(["--env", env, "--model", str(tmp_path)])
-    assert args.preset_file is None and args.env == env
-    config = train.build_config(args)
-    config.validate()
-    assert config.env == env
+    assert args.settings_file is None and args.run.env == env
+    assert build_config(args.run).env == env
 
 
 def test_written_json_is_strict(tmp_path):

@@ -1,0 +1,313 @@
+"""One configuration path: a run's settings (a settings file, then the command line) -> a DAPOConfig.
+
+A run is a :class:`RunSettings`: the env, the model, the algorithm of DAPO's Table 1 ladder
+(``algorithms/dapo/ladder.py``), the scale (``algorithms/dapo/scales.py``), the replay mode, the length and
+evaluation of the run, and ``overrides``, DAPOConfig keys set last. A *settings file* is the same fields in
+YAML (``experiments/settings/<env>.yaml``; an unknown key is an error naming close matches). Every entry
+point (train, sweep, compare, benchmark, warm_start) turns its settings into a config with
+:func:`build_config`; ``--set key=value`` (:func:`parse_overrides`) reaches the same overrides.
+
+    settings = settings_for("freshrl/Math-v0")             # the env's shipped settings file
+    settings = dataclasses.replace(settings, model=starting_model(settings))   # the tiny warm start
+    config = build_config(settings, {"lr": 1e-5, "tau": 8.0})
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import functools
+import inspect
+import re
+import types
+import typing
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from algorithms.dapo import ALGORITHMS, SCALES, DAPOConfig, apply_algorithm, apply_scale
+from algorithms.replay import REPLAY_MODES
+
+DEFAULT_ENV = "freshrl/FrozenLake-v0"
+SETTINGS_DIR = Path(__file__).resolve().parent / "settings"
+SMOLLM2 = "smollm2"  # the model name (models/names.py) whose runs default to the smollm2 scale
+
+
+class SettingsError(ValueError):
+    """A settings file or a setting that cannot describe a run; the message names the key and the fix."""
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """What a run is. Field names are a settings file's keys; ``None`` means "the default" where noted."""
+
+    env: str = DEFAULT_ENV  # a registered id, or module:ns/Name-v0 (docs/adding_an_env.md)
+    env_config: dict[str, Any] = field(default_factory=dict)  # kwargs of gymnasium.make
+    model: str | None = None  # a name (smollm2), a model directory or a hub id; None: the tiny warm start
+    algorithm: str = "dapo"  # DAPO's Table 1 ladder (algorithms/dapo/ladder.py)
+    scale: str | None = None  # tiny | smollm2 | paper; None: smollm2 for --model smollm2, else tiny
+    replay: str = "freshper"  # on_policy | per | freshper | freshper_poly
+    iterations: int = 20
+    eval_tasks: int = 128  # validation tasks of each evaluation (95% Wilson interval ~ +-0.085 at 0.5)
+    eval_samples: int = 1  # samples per task (pass@k up to it)
+    eval_every: int | None = None  # evaluate every k iterations inside train(); None: the entry point's
+    seed: int = 0
+    warm_start_steps: int | None = None  # the warm start's AdamW steps; None: models.warm_start's per env
+    warm_start: bool = True  # False: start from the untrained tiny model (no --model only)
+    num_env_runners: int = 0  # remote EnvRunners (0: in-process)
+    num_learners: int = 0  # remote learners (0: in-process)
+    gpu: bool = False  # one GPU per learner and per remote EnvRunner
+    overrides: dict[str, Any] = field(default_factory=dict)  # DAPOConfig keys, as --set
+
+    def __post_init__(self) -> None:
+        hints = typing.get_type_hints(RunSettings)
+        for item in dataclasses.fields(self):
+            value = getattr(self, item.name)
+            if not _has_type(value, hints[item.name]):
+                raise SettingsError(f"{item.name} must be {_type_name(hints[item.name])}, got {value!r}")
+        choices = {"algorithm": list(ALGORITHMS), "scale": [None, *sorted(SCALES)], "replay": REPLAY_MODES}
+        for name, allowed in choices.items():
+            if getattr(self, name) not in allowed:
+                raise SettingsError(f"{name} must be one of {list(allowed)}, got {getattr(self, name)!r}")
+        for name in ("iterations", "eval_tasks", "eval_samples", "eval_every"):
+            if getattr(self, name) is not None and getattr(self, name) < 1:
+                raise SettingsError(f"{name} must be >= 1, got {getattr(self, name)}")
+        for name in ("num_env_runners", "num_learners"):
+            if getattr(self, name) < 0:
+                raise SettingsError(f"{name} must be >= 0, got {getattr(self, name)}")
+        if self.warm_start_steps is not None and self.warm_start_steps < 0:
+            raise SettingsError(f"warm_start_steps must be >= 0, got {self.warm_start_steps}")
+        if self.warm_start_steps is not None and not self.warm_start:
+            raise SettingsError("warm_start_steps and warm_start: false exclude each other; drop one")
+        if self.model is not None and (self.warm_start_steps is not None or not self.warm_start):
+            raise SettingsError(
+                "warm_start_steps / warm_start choose the default model (no model); drop them or the model"
+            )
+        check_override_keys(self.overrides)
+
+    @property
+    def resolved_scale(self) -> str:
+        """The scale applied: ``scale``, else smollm2 for the smollm2 model and tiny otherwise."""
+        if self.scale is not None:
+            return self.scale
+        return "smollm2" if self.model == SMOLLM2 else "tiny"
+
+
+# ---------------------------------------------------------------------------------------------------------
+def load_settings(path: str | Path) -> RunSettings:
+    """The settings of a YAML settings file; a :class:`SettingsError` naming the file and the bad key."""
+    path = Path(path)
+    if not path.is_file():
+        raise SettingsError(f"no settings file {path}; the shipped ones are in {SETTINGS_DIR}")
+    values = _yaml(path.read_text()) or {}
+    if not isinstance(values, dict):
+        raise SettingsError(f"{path}: a settings file is a mapping of keys to values, got {values!r}")
+    keys = [item.name for item in dataclasses.fields(RunSettings)]
+    for key in values:
+        if key not in keys:
+            raise SettingsError(f"{path}: unknown key {key!r}{_close(key, keys)}; allowed: {keys}")
+    try:
+        return RunSettings(**values)
+    except SettingsError as error:
+        raise SettingsError(f"{path}: {error}") from None
+
+
+def shipped_settings() -> dict[Path, RunSettings]:
+    """Every settings file in ``experiments/settings/``."""
+    return {path: load_settings(path) for path in sorted(SETTINGS_DIR.glob("*.yaml"))}
+
+
+def default_settings_file(env: str, model: str | None = None) -> Path | None:
+    """The shipped settings file of ``env`` for ``model``: the one with that ``env`` and ``model`` (e.g.
+    ``math_smollm2.yaml`` for smollm2), else the env's default (no ``model``), else None."""
+    shipped = shipped_settings()
+    for wanted in dict.fromkeys([model, None]):
+        match = [
+            path for path, settings in shipped.items() if (settings.env, settings.model) == (env, wanted)
+        ]
+        if match:
+            return match[0]
+    return None
+
+
+def settings_for(env: str = DEFAULT_ENV, model: str | None = None) -> RunSettings:
+    """The shipped settings of ``env`` for ``model`` (:func:`default_settings_file`), with ``model`` set;
+    the defaults of :class:`RunSettings` for an env without a settings file."""
+    path = default_settings_file(env, model)
+    settings = load_settings(path) if path else RunSettings(env=env)
+    return settings if model is None else dataclasses.replace(settings, model=model)
+
+
+# ---------------------------------------------------------------------------------------------------------
+@functools.cache
+def override_keys() -> dict[str, tuple[str, str]]:
+    """The keys ``--set`` and ``overrides`` take -> (the DAPOConfig method that sets it, its keyword).
+
+    Keys are DAPOConfig attribute names (as ``config.to_dict()`` and Tune show them): every keyword of
+    ``training()`` and the ``evaluation_*`` ones of ``evaluation()`` (DAPO's and RLlib's, but RLlib's
+    deprecated ones), and the attribute each ``replay()`` keyword sets (``tau``, ``replay_mode``,
+    ``replay_capacity``, ...).
+    """
+    from ray._common.deprecation import DEPRECATED_VALUE
+    from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
+
+    keys: dict[str, tuple[str, str]] = {}
+    for method in ("training", "evaluation"):
+        for cls in (DAPOConfig, AlgorithmConfig):
+            for name, parameter in inspect.signature(getattr(cls, method)).parameters.items():
+                keyword = parameter.kind in (parameter.KEYWORD_ONLY, parameter.POSITIONAL_OR_KEYWORD)
+                wanted = method == "training" or name.startswith("evaluation_")  # not offline evaluation
+                if keyword and wanted and name != "self" and parameter.default is not DEPRECATED_VALUE:
+                    keys.setdefault(name, (method, name))
+    # The attribute each replay() keyword sets, found by setting a distinct marker through each.
+    keywords = [name for name in inspect.signature(DAPOConfig.replay).parameters if name != "self"]
+    markers = {keyword: object() for keyword in keywords}
+    config = DAPOConfig().replay(**markers)
+    attributes = {id(value): name for name, value in vars(config).items()}
+    for keyword, marker in markers.items():
+        keys[attributes.get(id(marker), keyword)] = ("replay", keyword)
+    return keys
+
+
+def check_override_keys(keys: Iterable[str]) -> None:
+    """A :class:`SettingsError` for the first key that is not an override key, listing close matches."""
+    known = override_keys()
+    for key in keys:
+        if key not in known:
+            raise SettingsError(
+                f"unknown DAPOConfig key {key!r}{_close(key, known)}. Keys: the keywords of "
+                "DAPOConfig.training(), the evaluation_* ones of .evaluation(), and the replay attributes "
+                "(tau, replay_<keyword> of .replay()); see experiments.run_config.override_keys()"
+            )
+
+
+def parse_overrides(items: Iterable[str]) -> dict[str, Any]:
+    """``["key=value", ...]`` (``--set``) -> {key: value}, each value parsed as YAML (1e-5, true, null,
+    [0.9, 0.99]); keys checked by :func:`check_override_keys`. A later item wins."""
+    import yaml
+
+    overrides: dict[str, Any] = {}
+    for item in items:
+        key, sep, text = item.partition("=")
+        if not sep or not key.strip():
+            raise SettingsError(f"--set takes key=value (e.g. --set lr=1e-5), got {item!r}")
+        try:
+            overrides[key.strip()] = _yaml(text)
+        except yaml.YAMLError as error:
+            raise SettingsError(f"--set {item}: the value is not YAML ({error})") from None
+    check_override_keys(overrides)
+    return overrides
+
+
+def apply_overrides(config: DAPOConfig, overrides: Mapping[str, Any]) -> DAPOConfig:
+    """``config`` with each override set through the method that owns its key (lists become tuples where
+    the config holds a tuple, e.g. adam_betas)."""
+    check_override_keys(overrides)
+    keys = override_keys()
+    calls: dict[str, dict[str, Any]] = {}
+    for key, value in overrides.items():
+        method, keyword = keys[key]
+        if isinstance(value, list) and isinstance(getattr(config, key, None), tuple):
+            value = tuple(value)
+        calls.setdefault(method, {})[keyword] = value
+    for method, kwargs in calls.items():
+        config = getattr(config, method)(**kwargs)
+    return config
+
+
+# ---------------------------------------------------------------------------------------------------------
+def build_config(settings: RunSettings, overrides: Mapping[str, Any] | None = None) -> DAPOConfig:
+    """The validated DAPOConfig of a run: env, algorithm, scale, replay mode, seed and model, then
+    ``settings.overrides`` and ``overrides`` (later wins), resources and evaluation. The model is
+    ``settings.model`` as given (None: the untrained tiny LM); :func:`starting_model` resolves the default.
+
+    When the overrides shorten ``max_response_tokens`` and leave ``overlong_cache_len``, the overlong
+    buffer L_cache shrinks to at most a third of it, so the soft punishment keeps a band below the limit.
+    A bad value is a ``ValueError`` from ``DAPOConfig.validate`` (the one validator) naming the key.
+    """
+    merged = {**settings.overrides, **(overrides or {})}
+    config = DAPOConfig().environment(settings.env, env_config=dict(settings.env_config))
+    config = apply_scale(apply_algorithm(config, settings.algorithm), settings.resolved_scale)
+    config = config.training(model_path=settings.model)
+    config = config.replay(mode=settings.replay).debugging(seed=settings.seed)
+    if "max_response_tokens" in merged and "overlong_cache_len" not in merged:
+        merged["overlong_cache_len"] = min(
+            config.overlong_cache_len, max(1, merged["max_response_tokens"] // 3)
+        )
+    config = apply_overrides(config, merged)
+    config = config.env_runners(num_env_runners=settings.num_env_runners)
+    if settings.gpu and settings.num_env_runners > 0:
+        config = config.env_runners(num_gpus_per_env_runner=1)  # one vLLM engine per GPU
+    config = config.learners(
+        num_learners=settings.num_learners, num_gpus_per_learner=1 if settings.gpu else 0
+    )
+    evaluation = {
+        "evaluation_num_tasks": settings.eval_tasks,
+        "evaluation_samples_per_task": settings.eval_samples,
+        "evaluation_interval": settings.eval_every,
+    }
+    config = config.evaluation(**{k: v for k, v in evaluation.items() if k not in merged})
+    config.validate()
+    return config
+
+
+def starting_model(settings: RunSettings) -> str:
+    """The model a run starts from: ``settings.model``, else the tiny model warm-started on the env
+    (``models.warm_start``; trained on first use, then cached) for ``warm_start_steps``, or the untrained
+    tiny model when ``warm_start`` is false. An env without ``oracle_responses()`` is a
+    :class:`SettingsError` naming its contract and the ways around it."""
+    from models.warm_start import MissingOracleError, tiny_base_path, warm_started_path
+
+    if settings.model is not None:
+        return settings.model
+    if not settings.warm_start:
+        return str(tiny_base_path(settings.env))
+    try:
+        return str(warm_started_path(settings.env, steps=settings.warm_start_steps))
+    except MissingOracleError as error:
+        raise SettingsError(str(error)) from None
+
+
+# ---------------------------------------------------------------------------------------------------------
+def _close(key: str, choices: Iterable[str]) -> str:
+    matches = difflib.get_close_matches(key, list(choices), n=4, cutoff=0.6)
+    return f" (did you mean {', '.join(matches)}?)" if matches else ""
+
+
+def _yaml(text: str) -> Any:
+    """``text`` parsed as YAML, with YAML 1.2's floats: PyYAML (YAML 1.1) reads 1e-5 as a string."""
+    import yaml
+
+    class Loader(yaml.SafeLoader):
+        pass
+
+    Loader.add_implicit_resolver("tag:yaml.org,2002:float", _FLOAT, list("-+0123456789."))
+    return yaml.load(text, Loader=Loader)  # noqa: S506 (a SafeLoader)
+
+
+_FLOAT = re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$")
+
+
+def _has_type(value: Any, hint: Any) -> bool:
+    """``value`` fits the annotation ``hint`` (str, int, float, bool, dict, None and unions of them)."""
+    if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union:
+        return any(_has_type(value, option) for option in typing.get_args(hint))
+    if hint is type(None):
+        return value is None
+    origin = typing.get_origin(hint) or hint
+    if origin is float:
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    if origin is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, origin)
+
+
+def _type_name(hint: Any) -> str:
+    if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union:
+        return " or ".join(_type_name(option) for option in typing.get_args(hint))
+    if hint is type(None):
+        return "null"
+    return {str: "a string", int: "an integer", float: "a number", bool: "true or false", dict: "a mapping"}[
+        typing.get_origin(hint) or hint
+    ]

@@ -1,0 +1,168 @@
+"""The one configuration path (experiments/run_config.py): ``--set`` in every entry point, ``--eps-high``,
+the names of the algorithm ladder and the scales, and the scale that ``--model smollm2`` selects. Configs
+only: nothing is loaded or started."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from algorithms.dapo import ALGORITHMS, SCALES, DAPOConfig, apply_algorithm, apply_scale
+from algorithms.dapo.scales import SMOLLM2_SCALE, TINY_REPLAY, TINY_SCALE
+from experiments import compare, sweep, train
+from experiments.run_config import (
+    RunSettings,
+    SettingsError,
+    build_config,
+    override_keys,
+    parse_overrides,
+)
+
+# An existing directory (as --model requires) that is never loaded.
+NOT_LOADED = str(Path(__file__).resolve().parent)
+
+
+def train_config(*argv: str) -> DAPOConfig:
+    return build_config(train.parse_args(["--model", NOT_LOADED, *argv]).run)
+
+
+def test_set_values_are_yaml_and_reach_the_config():
+    config = train_config(
+        "--set", "lr=1e-5",
+        "--set", "adam_betas=[0.9, 0.99]",
+        "--set", "dynamic_sampling=false",
+        "--set", "max_trajectory_response_tokens=null",
+        "--set", "replay_capacity=512",
+        "--set", "tau=8",
+        "--set", "evaluation_samples_per_task=4",
+        "--set", "group_size=4", "--set", "group_size=6",  # later wins
+    )  # fmt: skip
+    assert (config.lr, config.adam_betas, config.dynamic_sampling) == (1e-5, (0.9, 0.99), False)
+    assert config.max_trajectory_response_tokens is None
+    assert (config.replay_capacity, config.tau, config.group_size) == (512, 8, 6)
+    assert config.evaluation_samples_per_task == 4
+
+
+@pytest.mark.parametrize("entry_point", [train, sweep, compare], ids=lambda m: m.__name__.split(".")[-1])
+def test_a_bad_set_key_is_an_error_listing_close_matches(entry_point):
+    with pytest.raises(SystemExit, match=r"unknown DAPOConfig key 'eps_hihg' \(did you mean eps_high\?\)"):
+        entry_point.parse_args(["--model", NOT_LOADED, "--set", "eps_hihg=0.3"])
+    with pytest.raises(SystemExit, match=r"'replay_capasity' \(did you mean replay_capacity"):
+        entry_point.parse_args(["--model", NOT_LOADED, "--set", "replay_capasity=5"])
+    with pytest.raises(SystemExit, match=r"--set takes key=value"):
+        entry_point.parse_args(["--model", NOT_LOADED, "--set", "lr"])
+
+
+@pytest.mark.parametrize("entry_point", [train, sweep, compare], ids=lambda m: m.__name__.split(".")[-1])
+def test_a_bad_set_value_is_named_by_dapo_configs_validator(entry_point):
+    with pytest.raises(SystemExit, match=r"DAPOConfig: group_size must be >= 2"):
+        entry_point.parse_args(["--model", NOT_LOADED, "--set", "group_size=1"])
+
+
+def test_sweep_and_compare_set_reaches_every_run():
+    args = sweep.parse_args(["--model", NOT_LOADED, "--set", "lr=3e-5", "--group-size", "3"])
+    config, _, _ = sweep.search_space(args)
+    assert (config.lr, config.group_size) == (3e-5, 3)
+    with pytest.raises(SystemExit, match="the sweep sets it"):
+        sweep.parse_args(["--model", NOT_LOADED, "--set", "tau=5"])
+    args = compare.parse_args(["--model", NOT_LOADED, "--set", "lr=3e-5", "--tau", "7"])
+    config = build_config(compare.run_settings(args, "freshrl/FrozenLake-v0", "per", 1))
+    assert (config.lr, config.tau, config.replay_mode, config.seed) == (3e-5, 7.0, "per", 1)
+
+
+def test_train_takes_eps_high_and_tau():
+    config = train_config("--eps-high", "0.35", "--tau", "12")
+    assert (config.eps_high, config.tau) == (0.35, 12.0)
+    assert train_config().eps_high == ALGORITHMS["dapo"]["eps_high"] == 0.28
+
+
+def test_override_keys_cover_training_replay_and_evaluation():
+    keys = override_keys()
+    assert {"lr", "eps_high", "group_size", "minibatch_size", "num_epochs"} <= set(keys)
+    assert keys["tau"] == ("replay", "tau") and keys["replay_capacity"] == ("replay", "capacity")
+    assert keys["replay_mode"] == ("replay", "mode")
+    assert keys["evaluation_interval"][0] == keys["evaluation_num_tasks"][0] == "evaluation"
+    config = DAPOConfig()
+    for key, (method, _) in keys.items():
+        if method == "replay":
+            assert hasattr(config, key), key
+    assert "num_sgd_iter" not in keys  # RLlib's deprecated keyword
+
+
+def test_parse_overrides_reads_yaml_1_2_floats():
+    assert parse_overrides(["lr=1e-5", "tis_cap=2", "system_prompt=Be brief."]) == {
+        "lr": 1e-5,
+        "tis_cap": 2,
+        "system_prompt": "Be brief.",
+    }
+    with pytest.raises(SettingsError, match="not YAML"):
+        parse_overrides(["adam_betas=[0.9"])
+
+
+def test_the_ladder_and_the_scales_by_name():
+    assert list(ALGORITHMS) == [
+        "grpo",
+        "grpo+overlong_filtering",
+        "grpo+clip_higher",
+        "grpo+soft_punishment",
+        "grpo+token_loss",
+        "dapo",
+    ]
+    grpo = train_config("--algorithm", "grpo")
+    assert (grpo.eps_high, grpo.dynamic_sampling, grpo.loss_agg_mode) == (0.2, False, "seq-mean-token-mean")
+    assert sorted(SCALES) == ["paper", "smollm2", "tiny"]
+    # Switching scale leaves nothing of the other behind.
+    assert set(SMOLLM2_SCALE) == set(TINY_SCALE)
+    paper = train_config("--scale", "paper")
+    assert (paper.group_size, paper.prompts_per_iteration, paper.lr, paper.tau) == (16, 512, 1e-6, 500.0)
+    assert train_config("--full-scale").prompts_per_iteration == 512
+    with pytest.raises(ValueError, match="scale must be one of"):
+        apply_scale(DAPOConfig(), "huge")
+    with pytest.raises(ValueError, match="algorithm must be one of"):
+        apply_algorithm(DAPOConfig(), "ppo")
+    with pytest.raises(SystemExit):
+        train.parse_args(["--preset", "dapo"])  # the old name of --algorithm
+
+
+@pytest.mark.parametrize("entry_point", [train, sweep, compare], ids=lambda m: m.__name__.split(".")[-1])
+def test_model_smollm2_selects_the_smollm2_scale_in_every_entry_point(entry_point):
+    args = entry_point.parse_args(["--model", "smollm2"])
+    assert args.run.resolved_scale == "smollm2"
+    config = build_config(args.run)
+    assert (config.lr, config.micro_batch_size) == (SMOLLM2_SCALE["lr"], SMOLLM2_SCALE["micro_batch_size"])
+    assert (config.tau, config.replay_capacity) == (TINY_REPLAY["tau"], TINY_REPLAY["capacity"])
+    assert config.model_path == "smollm2"
+    tiny = build_config(entry_point.parse_args(["--model", "smollm2", "--scale", "tiny"]).run)
+    assert tiny.lr == TINY_SCALE["lr"]
+    assert build_config(entry_point.parse_args(["--model", NOT_LOADED]).run).lr == TINY_SCALE["lr"]
+
+
+def test_a_settings_file_may_set_the_scale(tmp_path):
+    path = tmp_path / "s.yaml"
+    path.write_text("env: freshrl/Math-v0\nscale: smollm2\n")
+    args = train.parse_args(["--settings", str(path), "--model", NOT_LOADED])
+    assert build_config(args.run).max_response_tokens == SMOLLM2_SCALE["max_response_tokens"]
+
+
+def test_a_shorter_response_limit_shrinks_the_overlong_buffer_unless_set():
+    settings = RunSettings()
+    assert build_config(settings, {"max_response_tokens": 12}).overlong_cache_len == 4
+    assert (
+        build_config(settings, {"max_response_tokens": 12, "overlong_cache_len": 6}).overlong_cache_len == 6
+    )
+    assert (
+        build_config(settings, {"max_response_tokens": 480}).overlong_cache_len
+        == TINY_SCALE["overlong_cache_len"]
+    )
+
+
+def test_run_settings_are_checked():
+    with pytest.raises(SettingsError, match=r"eval_tasks must be >= 1, got 0"):
+        RunSettings(eval_tasks=0)
+    with pytest.raises(SettingsError, match=r"replay must be one of"):
+        RunSettings(replay="fresh")
+    with pytest.raises(SettingsError, match=r"env_config must be a mapping"):
+        RunSettings(env_config="size=4")
+    with pytest.raises(SettingsError, match="drop them or the model"):
+        RunSettings(model="smollm2", warm_start_steps=5)
