@@ -1,11 +1,13 @@
 """Build the warm-started tiny models and measure their success: ``python -m experiments.warm_start``.
 
 For each env, the warm-started model (``models.warm_start.warm_started_path``, built if not cached) and its
-base tiny model play validation tasks (``envs.seeds.seeds("validation", N)``) through the real RL rollout
-(``algorithms.rollout.rollout_groups`` on the vLLM engine) at the tiny training scale of
-``algorithms.dapo.presets.TINY_SCALE`` (48 response tokens a turn, 1024 context tokens), temperature 1.0.
-It prints the success rate with its 95% Wilson interval, and the fraction of groups whose members disagree
-(the groups GRPO can learn from; the others have zero advantage).
+base tiny model are measured by the algorithm's own evaluation (``DAPO.evaluate_policy``, the one
+``train``, ``sweep``, ``compare`` and ``benchmark`` report): a DAPO algorithm is built for the env from its
+settings file and scale (``experiments.run_config``: the tiny scale of ``algorithms/dapo/scales.py``, 48
+response tokens a turn, 1024 context tokens, temperature 1.0; the env_config training uses), and each model's
+weights are loaded into it before it plays the first N validation tasks (``envs.seeds.seeds("validation",
+N)``), k samples each. It prints the success rate with its 95% Wilson interval, and the tasks whose samples
+disagree (the groups GRPO can learn from; the others have zero advantage).
 
 ``--calibrate 50,100,200`` instead fine-tunes once, in this process and without caching, and measures the
 model after each of those step counts: the way ``models.warm_start.WARM_START_STEPS`` was chosen.
@@ -19,13 +21,15 @@ model after each of those step counts: the way ``models.warm_start.WARM_START_ST
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import time
-from dataclasses import dataclass
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
-import gymnasium as gym
 import torch
 from transformers.utils import logging as hf_logging
 
@@ -38,90 +42,55 @@ DEFAULT_ENVS = (
 )
 
 
-@dataclass
-class Measurement:
-    successes: int
-    episodes: int
-    mixed_groups: int
-    groups: int
-
-    def line(self) -> str:
-        from experiments.train import wilson_interval
-
-        low, high = wilson_interval(self.successes, self.episodes)
-        rate = self.successes / max(1, self.episodes)
-        return (
-            f"success {rate:6.1%} (95% CI {low:5.1%}-{high:5.1%}, {self.successes}/{self.episodes}); "
-            f"groups with mixed outcomes {self.mixed_groups}/{self.groups}"
-        )
+def line(metrics: dict[str, Any]) -> str:
+    """One measurement as printed: success with its interval and counts, and the mixed-outcome tasks."""
+    episodes, tasks = metrics["num_episodes"], metrics["num_tasks"]
+    return (
+        f"success {metrics['success']:6.1%} (95% CI {metrics['success_ci95_low']:5.1%}-"
+        f"{metrics['success_ci95_high']:5.1%}, {round(metrics['success'] * episodes)}/{episodes}); "
+        f"groups with mixed outcomes {round(metrics['mixed_task_rate'] * tasks)}/{tasks}"
+    )
 
 
-class Evaluator:
-    """One vLLM engine per base model; other weights of the same architecture are loaded into it."""
+@contextmanager
+def evaluation_algo(
+    env_id: str, base: Path, *, tasks: int, samples: int, seed: int, model: str | None
+) -> Iterator[Any]:
+    """A DAPO algorithm for ``env_id`` with the architecture of ``base`` (one vLLM engine), evaluating
+    ``tasks`` validation tasks x ``samples``; its weights are replaced by :func:`measure`."""
+    from experiments.run_config import build_config, settings_for
 
-    def __init__(self, group_size: int, seed: int):
-        from algorithms.dapo.presets import TINY_SCALE
-        from models.engine import SamplingConfig
+    settings = dataclasses.replace(
+        settings_for(env_id, model=model), seed=seed, eval_tasks=tasks, eval_samples=samples
+    )
+    algo = build_config(settings, {"model_path": str(base)}).build_algo()
+    try:
+        yield algo
+    finally:
+        algo.stop()
 
-        self.group_size = group_size
-        self.max_context_tokens = int(TINY_SCALE["max_context_tokens"])
-        self.sampling = SamplingConfig(
-            temperature=1.0, max_tokens=int(TINY_SCALE["max_response_tokens"]), seed=seed
-        )
-        self._engines: dict[Path, tuple] = {}
 
-    def measure(self, env_id: str, base: Path, state_dict: dict[str, torch.Tensor], seeds: list[int]):
-        from algorithms.rollout import rollout_groups
+def measure(algo, state_dict: dict[str, torch.Tensor]) -> dict[str, Any]:
+    """The algorithm's evaluation of the policy with weights ``state_dict``: loaded into its learner, pushed
+    to its EnvRunners' engines as a training step's weights are, then ``evaluate_policy()``."""
+    from ray.rllib.core import COMPONENT_LEARNER, COMPONENT_RL_MODULE, DEFAULT_MODULE_ID
 
-        engine, renderer = self._engine(base)
-        engine.load_weights(state_dict)
-        envs = [gym.make(env_id) for _ in range(len(seeds) * self.group_size)]
-        groups = rollout_groups(
-            engine,
-            renderer,
-            envs,
-            seeds,
-            self.group_size,
-            self.sampling,
-            max_context_tokens=self.max_context_tokens,
-        )
-        for env in envs:
-            env.close()
-        outcomes = [[t.success for t in group] for group in groups]
-        return Measurement(
-            successes=sum(map(sum, outcomes)),
-            episodes=sum(map(len, outcomes)),
-            mixed_groups=sum(0 < sum(group) < len(group) for group in outcomes),
-            groups=len(outcomes),
-        )
-
-    def _engine(self, base: Path):
-        if base not in self._engines:
-            from models.chat import ChatRenderer
-            from models.engine import RolloutEngine
-
-            engine = RolloutEngine(base, max_model_len=self.max_context_tokens, kv_cache_gib=0.5)
-            self._engines[base] = (engine, ChatRenderer(base))
-        return self._engines[base]
+    algo.learner_group.set_state({COMPONENT_LEARNER: {COMPONENT_RL_MODULE: {DEFAULT_MODULE_ID: state_dict}}})
+    algo.env_runner_group.sync_weights(
+        from_worker_or_learner_group=algo.learner_group, inference_only=True, timeout_seconds=None
+    )
+    return algo.evaluate_policy()
 
 
 def report(
-    env_id: str,
-    evaluator: Evaluator,
-    seeds: list[int],
-    seed: int,
-    lr: float,
-    skip_base: bool,
-    steps: int | None = None,
-    model: str | None = None,
+    env_id: str, algo, base: Path, seed: int, lr: float, skip_base: bool, steps: int | None = None
 ) -> None:
     from models.tiny import BUILD_INFO_FILE
     from models.warm_start import MissingOracleError, load_model, warm_started_path
 
-    base = _base_path(env_id, seed, model)
     if not skip_base:
-        result = evaluator.measure(env_id, base, load_model(base).state_dict(), seeds)
-        print(f"{env_id:<28} base model          {result.line()}", flush=True)
+        result = measure(algo, load_model(base).state_dict())
+        print(f"{env_id:<28} base model          {line(result)}", flush=True)
     start = time.perf_counter()
     try:
         path = warm_started_path(env_id, base=base, seed=seed, lr=lr, steps=steps)
@@ -129,9 +98,9 @@ def report(
         raise SystemExit(f"warm_start: {error}") from None
     build = json.loads((path / BUILD_INFO_FILE).read_text())
     took = time.perf_counter() - start
-    result = evaluator.measure(env_id, base, load_model(path).state_dict(), seeds)
+    result = measure(algo, load_model(path).state_dict())
     print(
-        f"{env_id:<28} warm start {build['steps']:>4} st. {result.line()}\n"
+        f"{env_id:<28} warm start {build['steps']:>4} st. {line(result)}\n"
         f"{'':<28} built in {build['result']['seconds']:.0f}s ({build['result']['cpu_seconds']:.0f} CPU s; "
         f"this call {took:.0f}s), "
         f"final loss {build['result']['final_loss_mean_last_10']:.3f}; {path}",
@@ -149,19 +118,10 @@ def _base_path(env_id: str, seed: int, model: str | None) -> Path:
     return Path(resolve_model_path(model, seed=seed))
 
 
-def calibrate(
-    env_id: str,
-    evaluator: Evaluator,
-    seeds: list[int],
-    seed: int,
-    checkpoints: list[int],
-    lr: float,
-    model: str | None = None,
-) -> None:
+def calibrate(env_id: str, algo, base: Path, seed: int, checkpoints: list[int], lr: float) -> None:
     from models.chat import ChatRenderer
     from models.warm_start import DEFAULT_DEMOS, demonstrations, fine_tune, load_model
 
-    base = _base_path(env_id, seed, model)
     renderer = ChatRenderer(base)
     demos = demonstrations(env_id, renderer, DEFAULT_DEMOS)
     model = load_model(base)
@@ -170,11 +130,9 @@ def calibrate(
     def on_step(step: int, model) -> None:
         if step in checkpoints:
             wall, cpu = time.perf_counter() - start_wall, time.process_time() - start_cpu
-            result = evaluator.measure(
-                env_id, base, {k: v.clone() for k, v in model.state_dict().items()}, seeds
-            )
+            result = measure(algo, {k: v.clone() for k, v in model.state_dict().items()})
             print(
-                f"\n{env_id:<28} {step:>4} steps ({wall:.0f}s wall, {cpu:.0f}s cpu)  {result.line()}",
+                f"\n{env_id:<28} {step:>4} steps ({wall:.0f}s wall, {cpu:.0f}s cpu)  {line(result)}",
                 flush=True,
             )
 
@@ -220,18 +178,18 @@ def main(argv: list[str] | None = None) -> None:
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
     hf_logging.disable_progress_bar()
 
-    from envs.seeds import seeds as split_seeds
     from models.warm_start import DEFAULT_LR
 
-    seeds = split_seeds("validation", args.seeds)
     lr = DEFAULT_LR if args.lr is None else args.lr
-    evaluator = Evaluator(args.group_size, args.seed)
     for env_id in args.env:
-        if args.calibrate:
-            checkpoints = sorted(int(s) for s in args.calibrate.split(","))
-            calibrate(env_id, evaluator, seeds, args.seed, checkpoints, lr, args.model)
-        else:
-            report(env_id, evaluator, seeds, args.seed, lr, args.skip_base, args.steps, args.model)
+        base = _base_path(env_id, args.seed, args.model)
+        evaluation = {"tasks": args.seeds, "samples": args.group_size, "seed": args.seed, "model": args.model}
+        with evaluation_algo(env_id, base, **evaluation) as algo:
+            if args.calibrate:
+                checkpoints = sorted(int(s) for s in args.calibrate.split(","))
+                calibrate(env_id, algo, base, args.seed, checkpoints, lr)
+            else:
+                report(env_id, algo, base, args.seed, lr, args.skip_base, args.steps)
 
 
 if __name__ == "__main__":

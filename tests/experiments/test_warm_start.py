@@ -1,0 +1,40 @@
+"""experiments.warm_start measures a model through the algorithm's evaluation (issue 14 item 1): the weights
+reach the learner and the EnvRunner's engine, and the result is ``DAPO.evaluate_policy``'s."""
+
+from __future__ import annotations
+
+import torch
+
+from algorithms.dapo.evaluation import METRIC_KEYS
+from experiments.warm_start import evaluation_algo, line, measure
+from models.warm_start import load_model, tiny_base_path
+
+ENV = "freshrl/FrozenLake-v0"
+
+
+def test_measure_loads_the_weights_and_reports_the_algorithms_evaluation():
+    base = tiny_base_path(ENV)
+    # Halved weights: a policy other than the one the algorithm was built with.
+    state = {k: v * 0.5 if v.is_floating_point() else v for k, v in load_model(base).state_dict().items()}
+    with evaluation_algo(ENV, base, tasks=2, samples=2, seed=0, model=None) as algo:
+        engine = algo.env_runner.module.engine
+        loaded: list[dict[str, torch.Tensor]] = []
+        load_weights = engine.load_weights
+
+        def spy(tensors):
+            loaded.append(dict(tensors))
+            return load_weights(tensors)
+
+        engine.load_weights = spy
+        result = measure(algo, state)
+
+        learner = algo.learner_group.get_state(components="learner/rl_module")["learner"]["rl_module"]
+        for name, tensor in learner["default_policy"].items():
+            assert torch.equal(tensor, state[name]), name
+        (pushed,) = loaded  # one weight sync, of exactly these weights
+        assert pushed.keys() == state.keys()
+        assert all(torch.equal(pushed[name], tensor) for name, tensor in state.items())
+
+    assert set(METRIC_KEYS) <= set(result) and {"pass@1", "pass@2"} <= set(result)
+    assert (result["num_tasks"], result["samples_per_task"], result["split"]) == (2, 2, "validation")
+    assert line(result).startswith("success ") and "groups with mixed outcomes" in line(result)
