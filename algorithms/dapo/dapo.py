@@ -47,14 +47,18 @@ MAX_ROLLOUT_ATTEMPTS = 3
 RUNNER_RESTART_TIMEOUT_S = 900.0
 
 
-# The evaluation stream's key beside the run's seed (numpy SeedSequence entropy [seed, key]).
+# The evaluation stream's key beside the run's seed (numpy SeedSequence entropy [seed, key, policy version]).
 EVALUATION_STREAM = 1
 
 
-def sampling_rngs(seed: int | None) -> tuple[np.random.Generator, np.random.Generator]:
-    """The generators of training's and evaluation's sampling seeds: both determined by ``seed``, and
-    independent, so that drawing evaluation seeds leaves training's sequence as it was."""
-    return np.random.default_rng(seed), np.random.default_rng([seed or 0, EVALUATION_STREAM])
+def sampling_rngs(
+    seed: int | None, policy_version: int = 0
+) -> tuple[np.random.Generator, np.random.Generator]:
+    """The generators of training's sampling seeds and of evaluation's at ``policy_version``: determined by
+    ``seed`` and independent, so that drawing evaluation seeds leaves training's sequence as it was.
+    Evaluation's depends on the policy version only, not on how many evaluations came before, so the same
+    weights are evaluated on the same samples: a resumed run's evaluations equal the straight run's."""
+    return np.random.default_rng(seed), np.random.default_rng([seed or 0, EVALUATION_STREAM, policy_version])
 
 
 class DAPO(Algorithm):
@@ -68,7 +72,7 @@ class DAPO(Algorithm):
         self._optimizer_steps = 0
         self._policy_version = 0
         self._next_group_id = 0
-        self._rng, self._eval_rng = sampling_rngs(config.seed)
+        self._rng, _ = sampling_rngs(config.seed)
         self._sampler: DynamicSampler[Group] = DynamicSampler(
             config.prompts_per_iteration,
             config.max_generation_batches,
@@ -254,11 +258,12 @@ class DAPO(Algorithm):
             if not ok:
                 raise ValueError(f"DAPO.evaluate_policy: {message}")
         pending = dict(enumerate(task_seeds(split, num_tasks)))
+        _, rng = sampling_rngs(config.seed, self._policy_version)
         done: dict[int, Group] = {}
         for _ in range(MAX_ROLLOUT_ATTEMPTS):
             groups = self._sample_on_runners(
                 pending,
-                rng=self._eval_rng,
+                rng=rng,
                 group_size=samples_per_task,
                 temperature=config.evaluation_temperature,
                 top_p=config.evaluation_top_p,
@@ -421,7 +426,6 @@ class DAPO(Algorithm):
             "policy_version": self._policy_version,
             "next_group_id": self._next_group_id,
             "rng": self._rng.bit_generator.state,
-            "eval_rng": self._eval_rng.bit_generator.state,
             "sampler": self._sampler.state_dict(),
             "replay": None if self._replay is None else self._replay.state_dict(),
             "in_flight": self._collected_in_flight(),
@@ -438,8 +442,6 @@ class DAPO(Algorithm):
         self._policy_version = dapo["policy_version"]
         self._next_group_id = dapo["next_group_id"]
         self._rng.bit_generator.state = dapo["rng"]
-        if "eval_rng" in dapo:  # checkpoints from before evaluation had its own stream
-            self._eval_rng.bit_generator.state = dapo["eval_rng"]
         self._sampler.load_state_dict(dapo["sampler"])
         if self._replay is not None and dapo["replay"] is not None:
             self._replay.load_state_dict(dapo["replay"])
