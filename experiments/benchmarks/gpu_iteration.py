@@ -47,7 +47,7 @@ def gpu_config(args: argparse.Namespace) -> DAPOConfig:
             model_dtype="bfloat16",
             engine_dtype="bfloat16",
             mismatch_correction=True,
-            engine_kv_cache_gib=args.kv_cache_gib,
+            engine_kv_cache_gib=args.kv_cache_gib or (4.0 if args.device == "cuda" else 0.5),
             max_context_tokens=MAX_CONTEXT_TOKENS,
             group_size=args.group_size,
             prompts_per_iteration=args.prompts,
@@ -85,7 +85,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--new-tokens", type=int, default=64)
     parser.add_argument("--iterations", type=int, default=1, help="timed iterations after the warm-up")
     parser.add_argument(
-        "--kv-cache-gib", type=float, default=4.0, help="the engine's KV cache; the learner shares the GPU"
+        "--kv-cache-gib",
+        type=float,
+        default=None,
+        help="the engine's KV cache in GiB (default 4 on CUDA, where the learner shares the GPU; 0.5 on CPU)",
     )
     args = parse_and_check(parser, argv, REQUIRES)
     import torch
