@@ -1,4 +1,4 @@
-"""What a ``--model`` argument (``model:`` in a preset file, ``DAPOConfig.training(model_path=...)``) means.
+"""What a ``--model`` argument (``model:`` in a settings file, ``DAPOConfig.training(model_path=...)``) means.
 
 One resolver for every entry point, the policy module and the rollout engine:
 

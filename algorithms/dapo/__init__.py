@@ -4,7 +4,6 @@ as a custom RLlib algorithm with optional FreshPER replay."""
 from algorithms.dapo.config import DAPOConfig
 from algorithms.dapo.dapo import DAPO
 from algorithms.dapo.ladder import ALGORITHMS, apply_algorithm
-from algorithms.dapo.presets import apply_preset
 from algorithms.dapo.scales import SCALES, apply_scale
 
-__all__ = ["ALGORITHMS", "DAPO", "SCALES", "DAPOConfig", "apply_algorithm", "apply_preset", "apply_scale"]
+__all__ = ["ALGORITHMS", "DAPO", "SCALES", "DAPOConfig", "apply_algorithm", "apply_scale"]

@@ -1,8 +1,8 @@
 """DAPOConfig: every hyper-parameter of DAPO + FreshPER in one place, with the paper defaults.
 
 Defaults cite their source: "DAPO" = ../shared/papers/dapo.md (section 4.1 training details unless noted),
-"FreshPER" = ../shared/papers/freshper.md and its reference repository's settings. Tiny-model presets that
-differ live in ``algorithms/dapo/presets.py`` and say so.
+"FreshPER" = ../shared/papers/freshper.md and its reference repository's settings. The CPU scales that
+differ live in ``algorithms/dapo/scales.py`` and say so.
 """
 
 from __future__ import annotations
@@ -164,7 +164,7 @@ class DAPOConfig(AlgorithmConfig):
         self.share_prefix = True
 
         # Replay (FreshPER). mode: on_policy (no buffer) | per | freshper | freshper_poly. The tiny scale sets
-        # its own tau, capacity and beta horizon (presets.TINY_REPLAY).
+        # its own tau, capacity and beta horizon (scales.TINY_REPLAY).
         self.replay_mode = "on_policy"
         # Unit of ages, tau and replay_beta_horizon: "iterations" (training iterations), the FreshPER
         # reference code's, in which its tau is given; "optimizer_steps" (steps the learner ran) the option.
@@ -172,7 +172,7 @@ class DAPOConfig(AlgorithmConfig):
         # FreshPER Eq. 14, p_i = p_base_i * exp(-age_i / tau): 500 iterations, the reference repository's
         # (1000 for FrozenLake). At DAPO's 8192 trajectories an iteration a 50k buffer spans ~6 iterations,
         # where exp(-6 / 500) ~ 0.99 makes FreshPER ~ PER: for the decay to act, tau must be of the order of
-        # the buffer's span in iterations (the tiny preset's is).
+        # the buffer's span in iterations (the tiny scale's is).
         self.tau = 500.0
         self.replay_alpha = 0.6  # FreshPER reference repository
         self.replay_beta_0 = 0.4  # FreshPER reference repository; annealed to 1 (FreshPER section 2)

@@ -48,9 +48,10 @@ TINY_REPLAY: dict[str, Any] = {
 # SmolLM2-135M-Instruct (``--model smollm2``, models/smollm2.py) on a 2-core CPU: DAPOConfig.training keys
 # the same keys as TINY_SCALE (``--scale smollm2``, the default with ``--model smollm2``), with TINY_REPLAY:
 #   apply_scale(apply_algorithm(DAPOConfig().environment(env), "dapo"), "smollm2")
-# A starting point, not tuned by RL runs yet (issue 13 item 4). One iteration on Math-v0 (zero-shot model,
-# dynamic sampling off so every group trains; shared machine, load 7-12): rollout 16 s, learn 89 s (fp32;
-# 55 s with model_dtype="bfloat16", as noisy), weight sync 5 s, peak RSS 8.0 GiB. Why each value:
+# A starting point, not tuned by RL runs yet (issue 13 item 4). One iteration, zero-shot model, dynamic
+# sampling off so every group trains (experiments/benchmarks/learner_step.py; shared machine, load 1.5-3):
+# Math-v0 rollout 4.3 s, learn 4.2 s, sync 0.9 s, peak RSS 7.9 GiB; FrozenLake-v0 (5 turns of 64 invalid
+# tokens) rollout 42 s, learn 43 s, sync 2 s, peak RSS 10.6 GiB. Why each value:
 SMOLLM2_SCALE: dict[str, Any] = {
     # Groups as the tiny scale's: at ~20% success (a warm-started SmolLM2 on Math-v0) a group of 8 has mixed
     # outcomes 83% of the time (1 - 0.8^8 - 0.2^8), one of 4 only 59%; DAPO's 16 doubles the rollout.
@@ -71,9 +72,13 @@ SMOLLM2_SCALE: dict[str, Any] = {
     # clip acts without a second epoch (DAPO: several minibatches, one epoch); an epoch is the learn time.
     "minibatch_size": 16,
     "num_epochs": 1,
-    # fp32 activations of 30 layers x hidden 576 and 49152-wide logits: 4 trajectories a micro-batch keep
-    # the peak (learner, AdamW state, engine and KV cache in one process) at ~8 GiB of a shared 24 GiB.
+    # Activations of 30 layers x hidden 576: 4 trajectories a micro-batch keep the peak (learner, AdamW
+    # state, engine and KV cache in one process) at 8-11 GiB of a shared 24 GiB.
     "micro_batch_size": 4,
+    # bf16 autocast in the learner: 1.6x faster than fp32 on this CPU (avx512_bf16) and 1.3 GiB less at the
+    # peak. Its logprob noise (mean |d| 0.03, max 0.4 against fp32) is the clip range's size, so the mismatch
+    # correction ("auto": engine fp32 != learner bf16) is on, one no-grad forward more a pass.
+    "model_dtype": "bfloat16",
     # Each extra generation batch is another full rollout; the tiny scale allows 3.
     "max_generation_batches": 2,
     # fp32 KV cache: 30 layers x 2 x 3 heads x 64 x 4 B = 46 KB a token, so 1 GiB holds ~23k tokens, the

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from algorithms.dapo import DAPOConfig, apply_preset
+from algorithms.dapo import DAPOConfig, apply_algorithm, apply_scale
 from experiments.benchmarks.requirements import parse_and_check
 from experiments.ray_session import start_ray
 
@@ -55,7 +55,7 @@ class Timing:
 
 
 def build_config(case: Case, args: argparse.Namespace) -> DAPOConfig:
-    config = apply_preset(DAPOConfig().environment(ENV_ID), "dapo", tiny=True)
+    config = apply_scale(apply_algorithm(DAPOConfig().environment(ENV_ID)), "tiny")
     config.training(
         model_path=None,
         prompts_per_iteration=args.prompts,

@@ -1,6 +1,6 @@
 """Where a DAPO iteration's time goes, for the tiny model and SmolLM2 at their scales (issue 13 item 5).
 
-``iteration`` mode builds DAPO as the shipped scales do (``apply_preset(..., tiny=True)``, plus
+``iteration`` mode builds DAPO as the shipped scales do (``apply_scale(..., "tiny")``, plus
 ``SMOLLM2_SCALE`` for ``--model smollm2``) with dynamic sampling off (so every group trains: the zero-shot
 SmolLM2 fails most tasks and a filtered iteration would train nothing), an in-process EnvRunner and learner,
 and runs one untimed warm-up iteration then ``--iterations`` timed ones. Printed per iteration: DAPO's own
@@ -36,11 +36,13 @@ from typing import Any
 import numpy as np
 import torch
 
-from algorithms.dapo import DAPOConfig, apply_preset
+from algorithms.dapo import DAPOConfig, apply_algorithm, apply_scale
 from algorithms.dapo.collate import collate
-from algorithms.dapo.presets import SMOLLM2_SCALE
+from algorithms.dapo.scales import SMOLLM2_SCALE
 from algorithms.trajectory import Trajectory
+from experiments.benchmarks.requirements import parse_and_check
 
+REQUIRES = ("vllm",)
 ENV_ID = "freshrl/Math-v0"
 
 
@@ -53,7 +55,7 @@ def peak_rss_gib() -> float:
 
 
 def build_config(args: argparse.Namespace) -> DAPOConfig:
-    config = apply_preset(DAPOConfig().environment(args.env), "dapo", tiny=True)
+    config = apply_scale(apply_algorithm(DAPOConfig().environment(args.env)), "tiny")
     if args.scale == "smollm2":
         config = config.training(**SMOLLM2_SCALE)
     if args.model == "tiny":
@@ -242,7 +244,9 @@ def measure_drift(module, batch: list[Trajectory], micro: int) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m experiments.benchmarks.learner_step", description=__doc__.split("\n\n")[0]
+    )
     parser.add_argument("--model", default="smollm2", help="smollm2, tiny (the untrained tiny LM) or a dir")
     parser.add_argument("--scale", choices=("tiny", "smollm2"), help="default: smollm2 for --model smollm2")
     parser.add_argument("--env", default=ENV_ID)
@@ -260,7 +264,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--drift", action="store_true", help="bf16 vs fp32 logprobs (learn mode)")
     parser.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (0: torch's default)")
-    args = parser.parse_args(argv)
+    args = parse_and_check(parser, argv, REQUIRES)
     args.scale = args.scale or ("smollm2" if args.model == "smollm2" else "tiny")
     if args.threads:
         torch.set_num_threads(args.threads)

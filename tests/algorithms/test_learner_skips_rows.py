@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from algorithms.dapo import DAPOConfig, apply_preset
+from algorithms.dapo import DAPOConfig, apply_algorithm, apply_scale
 from algorithms.dapo.collate import collate
 from algorithms.dapo.loss import LossConfig, loss_normalizer, policy_loss
 from algorithms.trajectory import Trajectory
@@ -15,7 +15,7 @@ PROMPT, RESPONSE = 5, 6
 
 
 def build_learner(**training):
-    config = apply_preset(DAPOConfig().environment("freshrl/FrozenLake-v0"), "dapo", tiny=True)
+    config = apply_scale(apply_algorithm(DAPOConfig().environment("freshrl/FrozenLake-v0")), "tiny")
     config = config.training(
         overlong_filtering=True, num_epochs=1, minibatch_size=8, micro_batch_size=2, grad_clip=1e9, **training
     ).replay(mode="on_policy")
