@@ -30,6 +30,9 @@ TINY_SCALE: dict[str, Any] = {
     "micro_batch_size": 8,
     "max_generation_batches": 3,
     "engine_kv_cache_gib": 1.0,
+    # fp32 learner, as the engine: their logprobs agree to ~1e-6 (shared/notes/platform.md), so no mismatch
+    # correction is needed; set here so that switching scales leaves nothing of another behind.
+    "model_dtype": "float32",
 }
 
 # FreshPER at the tiny scale (32 trajectories an iteration, runs of 20-100 iterations; ages in iterations, the

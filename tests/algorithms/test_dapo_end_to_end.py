@@ -25,6 +25,9 @@ def tiny_config(make, env: str, model_path: str | None, replay: str) -> DAPOConf
         dynamic_sampling=False,
         # Responses of the random tiny model always hit the token limit; filtering would mask them all.
         overlong_filtering=False,
+        # Its groups mostly have zero advantage, and the learner skips such rows unless a KL term reads them:
+        # a small KL keeps every row in the forward/backward (the reference-model path, tested here too).
+        kl_coef=1e-3,
     ).replay(mode=replay, tau=50.0, insert_at_max_priority=replay == "per")  # reference-style PER
 
 

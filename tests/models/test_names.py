@@ -59,11 +59,12 @@ def test_the_engine_resolves_names_through_the_same_function(fake_smollm2):
     assert fake_smollm2 == [None]
 
 
-def test_train_takes_the_name_from_the_command_line_and_a_preset_file(tmp_path: Path):
+def test_train_takes_the_name_from_the_command_line_and_a_settings_file(tmp_path: Path):
     from experiments import train
+    from experiments.run_config import build_config
 
     args = train.parse_args(["--model", "smollm2"])
-    assert train.build_config(args).model_path == "smollm2"  # resolved where the policy is built
-    preset = tmp_path / "smollm2.yaml"
-    preset.write_text("env: freshrl/FrozenLake-v0\nmodel: smollm2\n")
-    assert train.parse_args(["--config", str(preset)]).model == "smollm2"
+    assert build_config(args.run).model_path == "smollm2"  # resolved where the policy is built
+    settings = tmp_path / "smollm2.yaml"
+    settings.write_text("env: freshrl/FrozenLake-v0\nmodel: smollm2\n")
+    assert train.parse_args(["--settings", str(settings)]).run.model == "smollm2"
