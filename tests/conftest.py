@@ -31,3 +31,27 @@ def small_dapo_config() -> Callable[..., DAPOConfig]:
         return config.training(model_path=model_path, **{**SMALLEST_WORKLOAD, **training})
 
     return make
+
+
+@pytest.fixture
+def step_gradients() -> Callable[[Any], list[dict[str, Any]]]:
+    """``record(learner)`` -> a list that gets, at every AdamW step of ``learner``'s policy, a copy of each
+    parameter's gradient by name (None where it has none). The learner frees gradients after its step, so a
+    test reads them here."""
+
+    def record(learner) -> list[dict[str, Any]]:
+        steps: list[dict[str, Any]] = []
+        optimizer = learner.get_optimizer("default_policy")
+        model = learner.module["default_policy"].model
+        step = optimizer.step
+
+        def spy(*args, **kwargs):
+            steps.append(
+                {name: None if p.grad is None else p.grad.clone() for name, p in model.named_parameters()}
+            )
+            return step(*args, **kwargs)
+
+        optimizer.step = spy
+        return steps
+
+    return record

@@ -199,6 +199,10 @@ class DAPOTorchLearner(TorchLearner):
             self.optimizer_steps += 1
         else:
             self.metrics.log_value("train/skipped_nonfinite_steps", 1, reduce="sum")
+        # Free the gradients now rather than at the next step: they would stay resident (as large as the
+        # fp32 weights) through the rollout and the weight sync, whose copy of the weights is the iteration's
+        # memory peak otherwise.
+        optimizer.zero_grad(set_to_none=True)
         self._log_step(sums, float(grad_norm), optimizer, tag)
 
     def _log_step(self, sums: dict[str, float], grad_norm: float, optimizer, tag: str) -> None:

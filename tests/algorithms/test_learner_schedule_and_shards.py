@@ -75,7 +75,7 @@ def test_shards_cover_the_minibatch_once():
     assert learner_shard(5, 1, 2) == ([1, 3], False)
 
 
-def test_learner_without_trajectories_of_its_own_still_runs_a_backward(learner):
+def test_learner_without_trajectories_of_its_own_still_runs_a_backward(learner, step_gradients):
     """Issue 11 item 6: the second of two learners, on a one-trajectory minibatch, runs the stand-in row
     (loss x 0): its parameters get a (zero) gradient, which is what keeps the DDP all-reduce from hanging, and
     it adds no tokens to the metrics. Simulated in one process: no DDP here, so the all-reduce itself is not
@@ -84,11 +84,13 @@ def test_learner_without_trajectories_of_its_own_still_runs_a_backward(learner):
     two.num_learners = 2
     original, learner.config = learner.config, two
     learner._learner_index = 1
+    steps = step_gradients(learner)
     try:
         results = learner.update_from_trajectories([trajectory(1.0)])
     finally:
         learner.config, learner._learner_index = original, 0
-    params = [p for p in learner.module["default_policy"].parameters() if p.requires_grad]
-    assert all(p.grad is not None and torch.count_nonzero(p.grad) == 0 for p in params)
+    (grads,) = steps
+    trainable = [n for n, p in learner.module["default_policy"].model.named_parameters() if p.requires_grad]
+    assert all(grads[n] is not None and torch.count_nonzero(grads[n]) == 0 for n in trainable)
     assert "train/tokens" not in results or results["train/tokens"].peek() == 0
     assert results["train/optimizer_steps_fresh"].peek() == 1  # it stepped, as learner 0 does

@@ -85,7 +85,7 @@ def count_forward_rows(learner) -> list[int]:
     return rows
 
 
-def test_rows_without_loss_are_skipped_and_the_gradient_is_unchanged():
+def test_rows_without_loss_are_skipped_and_the_gradient_is_unchanged(step_gradients):
     learner = build_learner()
     batch = on_policy(
         learner,
@@ -100,24 +100,30 @@ def test_rows_without_loss_are_skipped_and_the_gradient_is_unchanged():
     )
     expected = reference_gradient(learner, batch)
     rows = count_forward_rows(learner)
+    steps = step_gradients(learner)
     results = learner.update_from_trajectories(batch)
     assert sum(rows) == 3  # only the rows with a non-zero advantage and a response token
     assert results["train/skipped_rows"].peek() == 3
-    for name, p in learner._policy().model.named_parameters():
-        torch.testing.assert_close(p.grad, expected[name], rtol=1e-5, atol=1e-7, msg=name)
+    (grads,) = steps
+    for name, grad in grads.items():
+        torch.testing.assert_close(grad, expected[name], rtol=1e-5, atol=1e-7, msg=name)
+    # Freed after the step: they would stay resident through the rollout and weight sync otherwise.
+    assert all(p.grad is None for p in learner._policy().model.parameters())
     assert any(float(g.abs().max()) > 0 for g in expected.values())
 
 
-def test_a_step_whose_rows_all_have_zero_advantage_still_steps_on_zero_gradients():
+def test_a_step_whose_rows_all_have_zero_advantage_still_steps_on_zero_gradients(step_gradients):
     learner = build_learner(weight_decay=0.1)
     batch = on_policy(learner, [trajectory(0, 0.0, 0), trajectory(0, 0.0, 1), trajectory(1, 0.0, 2)])
     before = {k: v.clone() for k, v in learner._policy().model.state_dict().items()}
     rows = count_forward_rows(learner)
+    steps = step_gradients(learner)
     learner.update_from_trajectories(batch)
     assert sum(rows) == 1  # one stand-in row, its loss times 0
     assert learner.optimizer_steps == 1  # AdamW's decay still applies, as when every row ran
     model = learner._policy().model
-    assert all(float(p.grad.abs().max()) == 0 for p in model.parameters())
+    (grads,) = steps
+    assert all(float(grad.abs().max()) == 0 for grad in grads.values())
     assert any(not torch.equal(v, before[k]) for k, v in model.state_dict().items())
 
 
