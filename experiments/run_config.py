@@ -53,8 +53,10 @@ class RunSettings:
     eval_samples: int = 1  # samples per task (pass@k up to it)
     eval_every: int | None = None  # evaluate every k iterations inside train(); None: the entry point's
     seed: int = 0
-    warm_start_steps: int | None = None  # the warm start's AdamW steps; None: models.warm_start's per env
-    warm_start: bool = True  # False: start from the untrained tiny model (no --model only)
+    # The warm start's AdamW steps on the env's oracle: of the tiny model (None: models.warm_start's per-env
+    # value), or of ``model`` (None: the model as it is), with the base's recipe (models.warm_start).
+    warm_start_steps: int | None = None
+    warm_start: bool = True  # False: start from the untrained tiny model (no model only)
     num_env_runners: int = 0  # remote EnvRunners (0: in-process)
     num_learners: int = 0  # remote learners (0: in-process)
     gpu: bool = False  # one GPU per learner and per remote EnvRunner
@@ -80,9 +82,10 @@ class RunSettings:
             raise SettingsError(f"warm_start_steps must be >= 0, got {self.warm_start_steps}")
         if self.warm_start_steps is not None and not self.warm_start:
             raise SettingsError("warm_start_steps and warm_start: false exclude each other; drop one")
-        if self.model is not None and (self.warm_start_steps is not None or not self.warm_start):
+        if self.model is not None and not self.warm_start:
             raise SettingsError(
-                "warm_start_steps / warm_start choose the default model (no model); drop them or the model"
+                "warm_start: false chooses the untrained tiny model (no model); drop it or the model (a "
+                "model is used as it is unless warm_start_steps is set)"
             )
         check_override_keys(self.overrides)
 
@@ -253,17 +256,20 @@ def build_config(settings: RunSettings, overrides: Mapping[str, Any] | None = No
 
 
 def starting_model(settings: RunSettings) -> str:
-    """The model a run starts from: ``settings.model``, else the tiny model warm-started on the env
-    (``models.warm_start``; trained on first use, then cached) for ``warm_start_steps``, or the untrained
-    tiny model when ``warm_start`` is false. An env without ``oracle_responses()`` is a
-    :class:`SettingsError` naming its contract and the ways around it."""
+    """The model a run starts from: ``settings.model`` as it is, or warm-started on the env for
+    ``warm_start_steps`` when those are set; without a model, the tiny model warm-started on the env
+    (``models.warm_start``; trained on first use, then cached), or the untrained tiny model when
+    ``warm_start`` is false. An env without ``oracle_responses()`` is a :class:`SettingsError` naming its
+    contract and the ways around it."""
     from models.warm_start import MissingOracleError, tiny_base_path, warm_started_path
 
-    if settings.model is not None:
+    if settings.model is not None and settings.warm_start_steps is None:
         return settings.model
     if not settings.warm_start:
         return str(tiny_base_path(settings.env))
     try:
+        if settings.model is not None:
+            return str(warm_started_path(settings.env, base=settings.model, steps=settings.warm_start_steps))
         return str(warm_started_path(settings.env, steps=settings.warm_start_steps))
     except MissingOracleError as error:
         raise SettingsError(str(error)) from None

@@ -16,7 +16,8 @@ format-valid rate, turns, response length; the settings; how many iterations tra
 ``--env`` takes a registered id or Gymnasium's ``module:ns/Name-v0``, which imports ``module`` first (in every
 process), so an env registered in a module of one's own trains without editing freshrl
 (docs/adding_an_env.md). Without ``--model``, the tiny model is warm-started on the env's oracle first
-(``--warm-start-steps N`` sets its length, ``--no-warm-start`` skips it).
+(``--warm-start-steps N`` sets its length, ``--no-warm-start`` skips it); ``--model M --warm-start-steps
+N`` warm-starts M the same way.
 """
 
 from __future__ import annotations
@@ -149,6 +150,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if settings.model is None:
         what = "warm-starting the tiny model" if settings.warm_start else "the untrained tiny model"
         print(f"freshrl: no --model; {what} on {settings.env} (built once, then cached)")
+    elif settings.warm_start_steps is not None:
+        print(
+            f"freshrl: warm-starting {settings.model} on {settings.env} for {settings.warm_start_steps} "
+            "steps (built once, then cached)"
+        )
     try:
         model = starting_model(settings)
     except SettingsError as error:

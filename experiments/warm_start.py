@@ -172,17 +172,20 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--calibrate", default=None, help="comma-separated step counts to measure instead")
     parser.add_argument(
-        "--lr", type=float, default=None, help="warm start learning rate (default: the module's)"
+        "--lr",
+        type=float,
+        default=None,
+        help="warm start learning rate (default: the base's recipe, models.warm_start.recipe_for)",
     )
     args = parser.parse_args(argv)
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
     hf_logging.disable_progress_bar()
 
-    from models.warm_start import DEFAULT_LR
+    from models.warm_start import recipe_for
 
-    lr = DEFAULT_LR if args.lr is None else args.lr
     for env_id in args.env:
         base = _base_path(env_id, args.seed, args.model)
+        lr = recipe_for(base).lr if args.lr is None else args.lr
         evaluation = {"tasks": args.seeds, "samples": args.group_size, "seed": args.seed, "model": args.model}
         with evaluation_algo(env_id, base, **evaluation) as algo:
             if args.calibrate:

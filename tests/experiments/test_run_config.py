@@ -164,5 +164,6 @@ def test_run_settings_are_checked():
         RunSettings(replay="fresh")
     with pytest.raises(SettingsError, match=r"env_config must be a mapping"):
         RunSettings(env_config="size=4")
-    with pytest.raises(SettingsError, match="drop them or the model"):
-        RunSettings(model="smollm2", warm_start_steps=5)
+    with pytest.raises(SettingsError, match="drop it or the model"):
+        RunSettings(model="smollm2", warm_start=False)
+    assert RunSettings(model="smollm2", warm_start_steps=5).warm_start_steps == 5  # warm-starts smollm2

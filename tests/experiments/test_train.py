@@ -86,16 +86,21 @@ def test_warm_start_options(monkeypatch):
     for bad in (["--warm-start-steps", "-1"], ["--warm-start-steps", "5", "--no-warm-start"]):
         with pytest.raises(SystemExit, match="warm_start"):
             train.parse_args(bad)
-    with pytest.raises(SystemExit, match="drop them or the model"):
+    with pytest.raises(SystemExit, match="drop it or the model"):
         train.parse_args(["--model", "smollm2", "--no-warm-start"])
-    chosen = {}
+    args = train.parse_args(["--model", "smollm2", "--warm-start-steps", "60"])
+    assert (args.run.model, args.run.warm_start_steps) == ("smollm2", 60)
+    chosen = []
     monkeypatch.setattr(
-        "models.warm_start.warm_started_path", lambda env, steps: chosen.setdefault(env, steps) or "/w"
+        "models.warm_start.warm_started_path",
+        lambda env, steps, base=None: chosen.append((env, base, steps)) or f"/warm-{base}-{steps}",
     )
     monkeypatch.setattr("models.warm_start.tiny_base_path", lambda env: f"/base-{env}")
-    assert starting_model(RunSettings(env="e", warm_start_steps=7)) == "7" and chosen == {"e": 7}
+    assert starting_model(RunSettings(env="e", warm_start_steps=7)) == "/warm-None-7"
     assert starting_model(RunSettings(env="e", warm_start=False)) == "/base-e"
-    assert starting_model(RunSettings(env="e", model="smollm2")) == "smollm2"
+    assert starting_model(RunSettings(env="e", model="smollm2")) == "smollm2"  # as it is
+    assert starting_model(RunSettings(env="e", model="smollm2", warm_start_steps=60)) == "/warm-smollm2-60"
+    assert chosen == [("e", None, 7), ("e", "smollm2", 60)]
 
 
 def test_an_env_without_oracle_stops_train_with_the_contract(monkeypatch):

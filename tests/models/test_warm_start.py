@@ -224,3 +224,23 @@ def test_step_seconds_times_a_copy(lm_path: Path):
     demos = demonstrations(FROZEN_LAKE, renderer, 2)
     assert warm_start.step_seconds(model, demos, pad_token_id=renderer.eos_token_id) > 0
     assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
+
+
+def test_the_recipe_follows_the_base(tmp_path):
+    """The tiny models' build info says they are tiny: their recipe (1e-3, per-env steps); any other base
+    (SmolLM2, a user's directory without build info) gets the pretrained one, a fine-tune's 5e-5."""
+    from models.warm_start import PRETRAINED_RECIPE, TINY_RECIPE, recipe_for
+
+    cases = {
+        "tiny-qwen2": TINY_RECIPE,
+        "tiny-qwen2.5-vl": TINY_RECIPE,
+        "smollm2-135m-instruct": PRETRAINED_RECIPE,
+    }
+    for kind, recipe in cases.items():
+        directory = tmp_path / kind
+        directory.mkdir()
+        (directory / BUILD_INFO_FILE).write_text(json.dumps({"kind": kind}))
+        assert recipe_for(directory) == recipe
+    assert recipe_for(tmp_path) == PRETRAINED_RECIPE
+    assert TINY_RECIPE.steps_for(FROZEN_LAKE) == 400 and PRETRAINED_RECIPE.steps_for(FROZEN_LAKE) == 60
+    assert PRETRAINED_RECIPE.lr < TINY_RECIPE.lr
