@@ -54,7 +54,7 @@ class RunSettings:
     eval_every: int | None = None  # evaluate every k iterations inside train(); None: the entry point's
     seed: int = 0
     # The warm start's AdamW steps on the env's oracle: of the tiny model (None: models.warm_start's per-env
-    # value), or of ``model`` (None: the model as it is), with the base's recipe (models.warm_start).
+    # value), or of ``model`` (None or 0: the model as it is), with the base's recipe (models.warm_start).
     warm_start_steps: int | None = None
     warm_start: bool = True  # False: start from the untrained tiny model (no model only)
     num_env_runners: int = 0  # remote EnvRunners (0: in-process)
@@ -257,13 +257,13 @@ def build_config(settings: RunSettings, overrides: Mapping[str, Any] | None = No
 
 def starting_model(settings: RunSettings) -> str:
     """The model a run starts from: ``settings.model`` as it is, or warm-started on the env for
-    ``warm_start_steps`` when those are set; without a model, the tiny model warm-started on the env
+    ``warm_start_steps`` when those are set (not 0); without a model, the tiny model warm-started on the env
     (``models.warm_start``; trained on first use, then cached), or the untrained tiny model when
     ``warm_start`` is false. An env without ``oracle_responses()`` is a :class:`SettingsError` naming its
     contract and the ways around it."""
     from models.warm_start import MissingOracleError, tiny_base_path, warm_started_path
 
-    if settings.model is not None and settings.warm_start_steps is None:
+    if settings.model is not None and not settings.warm_start_steps:  # None or 0: no warm start
         return settings.model
     if not settings.warm_start:
         return str(tiny_base_path(settings.env))

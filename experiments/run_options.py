@@ -45,8 +45,8 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=None,
         help="AdamW steps of the warm start on the env's oracle: of the tiny model (default: "
-        "models.warm_start's per-env value), or of --model (default: none, the model as it is; e.g. --model "
-        "smollm2 --warm-start-steps 60)",
+        "models.warm_start's per-env value), or of --model (default: its settings file's, else none; 0: the "
+        "model as it is; e.g. --model smollm2 --warm-start-steps 60)",
     )
     parser.add_argument(
         "--no-warm-start",

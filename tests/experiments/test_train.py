@@ -86,7 +86,7 @@ def test_warm_start_options(monkeypatch):
     for bad in (["--warm-start-steps", "-1"], ["--warm-start-steps", "5", "--no-warm-start"]):
         with pytest.raises(SystemExit, match="warm_start"):
             train.parse_args(bad)
-    with pytest.raises(SystemExit, match="drop it or the model"):
+    with pytest.raises(SystemExit, match="warm_start"):  # a model's settings file may set the steps
         train.parse_args(["--model", "smollm2", "--no-warm-start"])
     args = train.parse_args(["--model", "smollm2", "--warm-start-steps", "60"])
     assert (args.run.model, args.run.warm_start_steps) == ("smollm2", 60)
@@ -99,6 +99,7 @@ def test_warm_start_options(monkeypatch):
     assert starting_model(RunSettings(env="e", warm_start_steps=7)) == "/warm-None-7"
     assert starting_model(RunSettings(env="e", warm_start=False)) == "/base-e"
     assert starting_model(RunSettings(env="e", model="smollm2")) == "smollm2"  # as it is
+    assert starting_model(RunSettings(env="e", model="smollm2", warm_start_steps=0)) == "smollm2"
     assert starting_model(RunSettings(env="e", model="smollm2", warm_start_steps=60)) == "/warm-smollm2-60"
     assert chosen == [("e", None, 7), ("e", "smollm2", 60)]
 
