@@ -1,5 +1,8 @@
 """On-policy vs standard PER vs FreshPER (and its polynomial variant): ``python -m experiments.compare``.
 
+``--modes`` also takes ``freshper+backfill``: FreshPER with replay as backfill, tested against FreshPER like
+every other mode.
+
 For every (seed, env, mode) it builds DAPO with ``experiments.run_config.build_config`` (the env's settings
 file, then the options of ``experiments.sweep``: ``--model``, by default the tiny model warm-started on the
 env; ``--algorithm``, ``--scale``, ``--set key=value`` and the workload options; 3 iterations evaluated every
@@ -56,6 +59,13 @@ MODE_LABELS = {
 }
 # FreshPER's Table 1 (peak performance; REINFORCE++ backbone), as the authors' repository reports it:
 # task -> (metric, on-policy, standard PER, FreshPER). Quoted from ../shared/papers/freshper.md.
+# Arms beyond the replay modes: a replay mode with DAPOConfig keys on top. FreshPER with replay as backfill
+# (issue 15 item 2: a short batch filled from the buffer instead of training short).
+VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
+    "freshper+backfill": ("freshper", {"replay_backfill": True}),
+}
+MODE_LABELS["freshper+backfill"] = "FreshPER + replay backfill"
+COMPARE_MODES = (*REPLAY_MODES, *VARIANTS)
 PAPER_TABLE_1: dict[str, tuple[str, float, float, float]] = {
     "NQ Search (LLM)": ("exact match", 0.508, 0.336, 0.742),
     "AIME (LLM)": ("success", 0.205, 0.168, 0.242),
@@ -81,7 +91,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--envs", nargs="+", default=[DEFAULT_ENV], help="gymnasium ids (default %(default)s)"
     )
-    parser.add_argument("--modes", nargs="+", default=list(REPLAY_MODES), choices=REPLAY_MODES)
+    parser.add_argument(
+        "--modes",
+        nargs="+",
+        default=list(REPLAY_MODES),
+        choices=COMPARE_MODES,
+        help="replay modes, and freshper+backfill (FreshPER with --set replay_backfill=true); default: the "
+        "replay modes",
+    )
     parser.add_argument("--seeds", type=int, default=2, help="training seeds 0..n-1 per (env, mode)")
     parser.add_argument("--tau", type=float, default=None, help="FreshPER tau (= --set tau=)")
     parser.add_argument("--output", default=None, help="results folder (default results/compare-<time>)")
@@ -100,9 +117,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def run_settings(args: argparse.Namespace, env: str, mode: str | None = None, seed: int = 0) -> RunSettings:
-    """The settings of the run (env, mode, seed)."""
+    """The settings of the run (env, mode, seed); a variant is its replay mode plus its keys."""
+    replay, keys = VARIANTS.get(mode, (mode, {}))
     tau = {"tau": args.tau} if args.tau is not None else {}
-    return workload_settings(PROG, args, env=env, replay=mode, seed=seed, overrides=tau)
+    return workload_settings(PROG, args, env=env, replay=replay, seed=seed, overrides={**tau, **keys})
 
 
 def run_path(output: Path, env: str, mode: str, seed: int) -> Path:
@@ -137,7 +155,7 @@ def curve_point(iteration: int, metrics: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def train_and_evaluate(run: RunSettings, config, settings: dict[str, Any]) -> dict[str, Any]:
+def train_and_evaluate(run: RunSettings, config, settings: dict[str, Any], mode: str) -> dict[str, Any]:
     """One run of ``config``: build, evaluate, train (evaluated inside training), stop."""
     started = time.perf_counter()
     algo = config.build_algo()
@@ -156,7 +174,7 @@ def train_and_evaluate(run: RunSettings, config, settings: dict[str, Any]) -> di
     trained = [point["success"] for point in curve if point["iteration"] > 0]
     return {
         "env": config.env,
-        "mode": config.replay_mode,
+        "mode": mode,
         "seed": config.seed,
         "tau": config.tau,
         "age_unit": config.replay_age_unit,
@@ -466,7 +484,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         run = load_finished(path, settings)
         if run is None:
             start_ray()
-            run = train_and_evaluate(run_of, config, settings)
+            run = train_and_evaluate(run_of, config, settings, mode)
             save_run(path, run)
             ran.append(path)
         else:

@@ -69,6 +69,12 @@ def test_sweep_and_compare_set_reaches_every_run():
     args = compare.parse_args(["--model", NOT_LOADED, "--set", "lr=3e-5", "--tau", "7"])
     config = build_config(compare.run_settings(args, "freshrl/FrozenLake-v0", "per", 1))
     assert (config.lr, config.tau, config.replay_mode, config.seed) == (3e-5, 7.0, "per", 1)
+    assert not config.replay_backfill
+    args = compare.parse_args(
+        ["--model", NOT_LOADED, "--set", "lr=3e-5", "--modes", "freshper", "freshper+backfill"]
+    )
+    config = build_config(compare.run_settings(args, "freshrl/FrozenLake-v0", "freshper+backfill", 0))
+    assert (config.lr, config.replay_mode, config.replay_backfill) == (3e-5, "freshper", True)
 
 
 def test_train_takes_eps_high_and_tau():
