@@ -248,11 +248,15 @@ REFERENCE_MODE = "freshper"  # the mode every other one is tested against
 
 def _run_mean(cell: list[dict[str, Any]], suffix: str) -> float | None:
     """Mean over seeds of each run's mean over iterations of the metric ending in ``suffix`` (None: never
-    logged, e.g. replay metrics on-policy)."""
+    logged, e.g. replay metrics on-policy). NaN, and its JSON form null in a run loaded from disk (an
+    iteration that did not log the metric), are skipped."""
     per_run = []
     for run in cell:
         values = [
-            v for flat in run.get("training", []) for k, v in flat.items() if k.endswith(suffix) and v == v
+            v
+            for flat in run.get("training", [])
+            for k, v in flat.items()
+            if k.endswith(suffix) and v is not None and v == v
         ]
         if values:
             per_run.append(float(np.mean(values)))

@@ -122,3 +122,14 @@ def test_runs_that_trained_nothing_are_flagged():
     text = compare.markdown(args, compare.aggregate(runs), runs, "python -m experiments.compare")
     assert "most iterations trained nothing (0 informative groups) in: FrozenLake-v0 per seed 0." in text
     assert "seed 1" not in text.split("trained nothing")[1].split("\n")[0]
+
+
+def test_replay_metrics_of_runs_loaded_from_disk_skip_iterations_that_did_not_log_them():
+    """A saved run's JSON writes a NaN (an iteration without a replay batch) as null; an interrupted
+    comparison resumed from its saved runs must aggregate them as the runs in memory."""
+    run = synthetic_run("freshper", 0, [0.0, 0.5])
+    run["training"] = [{"replay/is_weight_mean": None}, {"replay/is_weight_mean": 0.5}, {}]
+    in_memory = dict(run, training=[{"replay/is_weight_mean": float("nan")}, *run["training"][1:]])
+    for runs in ([run], [in_memory]):
+        table = compare.aggregate(runs)["freshrl/FrozenLake-v0"]
+        assert table["freshper"]["replay"]["replay/is_weight_mean"] == 0.5
