@@ -133,13 +133,15 @@ def test_the_ladder_and_the_scales_by_name():
 
 @pytest.mark.parametrize("entry_point", [train, sweep, compare], ids=lambda m: m.__name__.split(".")[-1])
 def test_model_smollm2_selects_the_smollm2_scale_in_every_entry_point(entry_point):
-    args = entry_point.parse_args(["--model", "smollm2"])
+    # Math's SmolLM2 settings file sets no learning settings of its own (FrozenLake's sets lr).
+    math = ["--envs" if entry_point is compare else "--env", "freshrl/Math-v0"]
+    args = entry_point.parse_args(["--model", "smollm2", *math])
     assert args.run.resolved_scale == "smollm2"
     config = build_config(args.run)
     assert (config.lr, config.micro_batch_size) == (SMOLLM2_SCALE["lr"], SMOLLM2_SCALE["micro_batch_size"])
     assert (config.tau, config.replay_capacity) == (TINY_REPLAY["tau"], TINY_REPLAY["capacity"])
     assert config.model_path == "smollm2"
-    tiny = build_config(entry_point.parse_args(["--model", "smollm2", "--scale", "tiny"]).run)
+    tiny = build_config(entry_point.parse_args(["--model", "smollm2", "--scale", "tiny", *math]).run)
     assert tiny.lr == TINY_SCALE["lr"]
     assert build_config(entry_point.parse_args(["--model", NOT_LOADED]).run).lr == TINY_SCALE["lr"]
 
