@@ -4,12 +4,9 @@ checkpoint waits for the batch launched during the last update and stores its gr
 
 from __future__ import annotations
 
-import pytest
-import ray
 import torch
 
 from algorithms.dapo import DAPO, DAPOConfig
-from experiments.ray_session import start_ray
 
 # Metrics that do not depend on timing.
 COMPARED = (
@@ -20,14 +17,6 @@ COMPARED = (
     "rollout/groups_dropped_stale",
 )
 COMPARED_LEARNER = ("train/loss", "train/grad_norm", "train/tokens", "train/optimizer_steps_fresh")
-
-
-@pytest.fixture
-def ray_session():
-    ray.shutdown()
-    start_ray(num_cpus=2)
-    yield
-    ray.shutdown()
 
 
 def async_config(make) -> DAPOConfig:

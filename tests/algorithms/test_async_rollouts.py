@@ -5,14 +5,12 @@ from __future__ import annotations
 
 import gymnasium as gym
 import pytest
-import ray
 
 import envs  # noqa: F401  (registers the envs)
 from algorithms.dapo import DAPO, DAPOConfig
 from algorithms.dapo.staleness import group_staleness, within_staleness
 from algorithms.rollout import rollout_groups
 from envs.seeds import SPLITS
-from experiments.ray_session import start_ray
 from models.chat import Segment
 from models.engine import Completion, SamplingConfig
 
@@ -125,14 +123,6 @@ def test_mismatch_correction_auto_is_on_in_async_mode():
     assert not config.resolved_mismatch_correction()
     assert config.training(rollout_mode="async").resolved_mismatch_correction()
     assert not config.training(mismatch_correction=False).resolved_mismatch_correction()
-
-
-@pytest.fixture
-def ray_session():
-    ray.shutdown()
-    start_ray(num_cpus=2)
-    yield
-    ray.shutdown()
 
 
 def informative_unless_group_1(group) -> list[float]:

@@ -6,13 +6,11 @@ rank runs its zero-weight stand-in). Issue 15 item 5."""
 from __future__ import annotations
 
 import pytest
-import ray
 import torch
 
 from algorithms.dapo import DAPOConfig, apply_algorithm, apply_scale
 from algorithms.trajectory import Trajectory
 from envs.base import AnyText
-from experiments.ray_session import start_ray
 
 SPACES = {"default_policy": (AnyText(), AnyText())}
 
@@ -82,14 +80,6 @@ def run_passes(learner_group) -> tuple[list[list[float]], list[torch.Tensor]]:
         )
         losses.append([float(call.get()) for call in calls])
     return losses, learner_weights(learner_group)
-
-
-@pytest.fixture
-def ray_session():
-    ray.shutdown()
-    start_ray(num_cpus=2)
-    yield
-    ray.shutdown()
 
 
 def test_two_ddp_learners_make_the_single_learner_update(ray_session):

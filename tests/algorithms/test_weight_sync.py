@@ -8,24 +8,13 @@ from __future__ import annotations
 
 import copy
 
-import pytest
-import ray
 import torch
 
 from algorithms.dapo.collate import collate
 from envs.seeds import SPLITS
-from experiments.ray_session import start_ray
 from models.logprobs import token_logprobs
 
 TOLERANCE = 1e-3  # fp32 engine vs fp32 learner: ~1e-6 (shared/notes/platform.md)
-
-
-@pytest.fixture
-def ray_session():
-    ray.shutdown()
-    start_ray(num_cpus=2)
-    yield
-    ray.shutdown()
 
 
 def max_logprob_gap(model, trajectory) -> float:
