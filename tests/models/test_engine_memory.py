@@ -63,3 +63,36 @@ def test_release_kv_cache_frees_memory_and_changes_no_sample(lm_path: Path):
         [(c.token_ids, c.logprobs, c.finish_reason) for c in r] for r in before
     ]
     assert engine.release_kv_cache() == released  # and again after use
+
+
+@cpu_only
+def test_release_weights_frees_the_engines_copy_until_the_next_load(lm_path: Path):
+    import ctypes
+
+    import numba  # noqa: F401  (as test_release_kv_cache_frees_memory_and_changes_no_sample)
+    from safetensors.torch import load_file
+
+    engine = RolloutEngine(lm_path, dtype="float32", max_model_len=1024, seed=0, kv_cache_gib=0.25)
+    renderer = ChatRenderer(lm_path)
+    prompts = [Prompt(renderer.prompt(f"Solve {i} + 7.").token_ids) for i in range(4)]
+    sampling = SamplingConfig(n=2, max_tokens=24, seed=5)
+    before = engine.generate(prompts, sampling)
+    engine.release_kv_cache()
+    libc = ctypes.CDLL(None)
+    libc.malloc_trim(0)
+    resident = anonymous_rss_bytes()
+    layers = engine.release_weights()
+    libc.malloc_trim(0)
+    freed = resident - anonymous_rss_bytes()
+    weights = load_file(str(lm_path / "model.safetensors"))
+    # Every linear layer: q/k/v and o, gate/up and down per decoder layer (and an untied head, if any).
+    assert layers >= 4 * engine.llm.llm_engine.model_config.hf_config.num_hidden_layers
+    linear_bytes = sum(t.numel() * 4 for name, t in weights.items() if "proj" in name and t.dim() == 2)
+    assert freed >= linear_bytes // 2
+    with pytest.raises(RuntimeError, match="load_weights first"):
+        engine.generate(prompts, sampling)
+    engine.load_weights(weights)
+    after = engine.generate(prompts, sampling)
+    assert [[(c.token_ids, c.logprobs, c.finish_reason) for c in r] for r in after] == [
+        [(c.token_ids, c.logprobs, c.finish_reason) for c in r] for r in before
+    ]
