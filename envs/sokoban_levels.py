@@ -541,8 +541,3 @@ def solve(
     if len(path) == 1 and path[0] < 0:
         return None
     return [DIRECTIONS[d] for d in path]
-
-
-def solve_level(level: Level) -> list[str] | None:
-    """:func:`solve` applied to a level's start state."""
-    return solve(level.walls, level.boxes, level.targets, level.player)

@@ -299,7 +299,7 @@ def markdown(
         sorted({run["settings"]["model_path"] or "the default model (model_path None)" for run in runs})
     )
     lines = [
-        f"# On-policy vs PER vs FreshPER (DAPO, {args.run.resolved_scale} scale)",
+        f"# {' vs '.join(MODE_LABELS[mode] for mode in modes)} (DAPO, {args.run.resolved_scale} scale)",
         "",
         f"Command: `{command}`",
         "",

@@ -59,7 +59,13 @@ from safetensors import safe_open
 from models.chat import to_pil
 from models.names import resolve_model_path
 from models.placeholders import SUPPRESSION_BIAS, suppressed_token_ids
-from models.vllm_env import configure_vllm_environment, engine_in_process, guard_vllm_kernel_scan, on_cuda
+from models.vllm_env import (
+    configure_vllm_environment,
+    engine_in_process,
+    guard_vllm_kernel_scan,
+    on_cuda,
+    quiet_expected_reload_warnings,
+)
 
 GIB = 1 << 30
 CPU_DEFAULT_KV_CACHE_GIB = 1.0
@@ -182,6 +188,7 @@ class RolloutEngine:
         import vllm
 
         guard_vllm_kernel_scan()
+        quiet_expected_reload_warnings()
         if kv_cache_gib is None and not cuda:
             kv_cache_gib = CPU_DEFAULT_KV_CACHE_GIB
         if kv_cache_gib is not None:

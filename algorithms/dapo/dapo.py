@@ -154,19 +154,28 @@ class DAPO(Algorithm):
 
     def _retry_lost(self, pending: dict[int, int], groups: list[Group]) -> list[Group]:
         """``groups`` of ``pending``, plus those a crashed runner lost, rolled out again after restart."""
+        groups, lost = self._complete(pending, groups)
+        self.metrics.log_value("rollout/groups_lost", len(lost), reduce="sum")
+        return groups
+
+    def _complete(
+        self, pending: dict[int, int], groups: list[Group], **sampling: Any
+    ) -> tuple[list[Group], dict[int, int]]:
+        """``groups`` (sampled for ``pending``) completed with those a crashed runner lost, rolled out again
+        with the same ``sampling`` once the runners are back, up to MAX_ROLLOUT_ATTEMPTS in all; returns the
+        groups in id order and the {group id: task seed} still lost."""
         pending = dict(pending)
         done: dict[int, Group] = {}
         for attempt in range(MAX_ROLLOUT_ATTEMPTS):
             if attempt:
-                groups = self._sample_on_runners(pending)
+                groups = self._sample_on_runners(pending, **sampling)
             for group in groups:
                 done[group[0].group_id] = group
                 pending.pop(group[0].group_id, None)
             if not pending:
                 break
             self._wait_for_runners()
-        self.metrics.log_value("rollout/groups_lost", len(pending), reduce="sum")
-        return [done[gid] for gid in sorted(done)]
+        return [done[gid] for gid in sorted(done)], pending
 
     def _sampling_kwargs(self, rng: np.random.Generator | None = None, **overrides: Any) -> dict[str, Any]:
         """The EnvRunners' sample_groups arguments: age clock and policy version now, a sampling seed from
@@ -266,28 +275,20 @@ class DAPO(Algorithm):
                 raise ValueError(f"DAPO.evaluate_policy: {message}")
         pending = dict(enumerate(task_seeds(split, num_tasks)))
         _, rng = sampling_rngs(config.seed, self._policy_version)
-        done: dict[int, Group] = {}
-        for _ in range(MAX_ROLLOUT_ATTEMPTS):
-            groups = self._sample_on_runners(
-                pending,
-                rng=rng,
-                group_size=samples_per_task,
-                temperature=config.evaluation_temperature,
-                top_p=config.evaluation_top_p,
-                log_metrics=False,
-            )
-            for group in groups:
-                done[group[0].group_id] = group
-                pending.pop(group[0].group_id, None)
-            if not pending:
-                break
-            self._wait_for_runners()
-        if pending:
+        sampling = dict(
+            rng=rng,
+            group_size=samples_per_task,
+            temperature=config.evaluation_temperature,
+            top_p=config.evaluation_top_p,
+            log_metrics=False,
+        )
+        groups, lost = self._complete(pending, self._sample_on_runners(pending, **sampling), **sampling)
+        if lost:
             raise RuntimeError(
-                f"DAPO.evaluate_policy: {len(pending)} of {num_tasks} tasks were lost to crashed EnvRunners "
+                f"DAPO.evaluate_policy: {len(lost)} of {num_tasks} tasks were lost to crashed EnvRunners "
                 f"{MAX_ROLLOUT_ATTEMPTS} times"
             )
-        return summarize_episodes([done[gid] for gid in sorted(done)], split=split)
+        return summarize_episodes(groups, split=split)
 
     # ------------------------------------------------------------------------------------------------
     def _learn(self, trajectories: list[Trajectory], weights: np.ndarray | None, tag: str) -> None:

@@ -94,24 +94,6 @@ def propagate_min(tree: np.ndarray, offsets: np.ndarray, slots: np.ndarray) -> N
             tree[offsets[level] + idx[j]] = _min8(tree, child_level + FANOUT * idx[j])
 
 
-@numba.njit(cache=True, nogil=True)
-def set_sum_leaves(tree: np.ndarray, offsets: np.ndarray, slots: np.ndarray, values: np.ndarray) -> None:
-    """Set sum-tree leaves ``slots`` to ``values`` in order (the last write to a repeated slot wins)."""
-    leaves = offsets[offsets.shape[0] - 2]
-    for j in range(slots.shape[0]):
-        tree[leaves + slots[j]] = values[j]
-    propagate_sum(tree, offsets, slots)
-
-
-@numba.njit(cache=True, nogil=True)
-def set_min_leaves(tree: np.ndarray, offsets: np.ndarray, slots: np.ndarray, values: np.ndarray) -> None:
-    """Set min-tree leaves ``slots`` to ``values`` in order (the last write to a repeated slot wins)."""
-    leaves = offsets[offsets.shape[0] - 2]
-    for j in range(slots.shape[0]):
-        tree[leaves + slots[j]] = values[j]
-    propagate_min(tree, offsets, slots)
-
-
 @numba.njit(cache=True, nogil=True, inline="always")
 def _n_parents(offsets: np.ndarray, level: int) -> int:
     """Entries of ``level`` that have children (the rest is padding and keeps its fill value)."""

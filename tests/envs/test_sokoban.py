@@ -16,7 +16,6 @@ from envs.sokoban_levels import (
     level_from_text,
     search_states,
     solve,
-    solve_level,
 )
 
 MOVES = {"Up": (-1, 0), "Down": (1, 0), "Left": (0, -1), "Right": (0, 1)}
@@ -93,14 +92,14 @@ def test_certificate_and_solver_are_optimal_against_exhaustive_search():
     for level in levels:
         reference = exhaustive_optimum(level.walls, level.boxes, level.targets, level.player)
         assert level.optimal_length == reference
-        solution = solve_level(level)
+        solution = solve(level.walls, level.boxes, level.targets, level.player)
         assert solution is not None and len(solution) == reference
 
 
 def test_solver_on_hand_made_levels():
     corridor = level_from_text("#######\n#P_X_O#\n#######")
     assert corridor.optimal_length == 3
-    assert solve_level(corridor) == ["Right", "Right", "Right"]
+    assert solve(corridor.walls, corridor.boxes, corridor.targets, corridor.player) == ["Right"] * 3
     # A box in a corner can never leave it.
     walls = np.ones((5, 5), dtype=bool)
     walls[1:4, 1:4] = False

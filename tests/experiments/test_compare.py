@@ -89,6 +89,7 @@ def test_aggregate_mean_std_and_range_over_seeds():
     args = compare.parse_args(["--modes", "per", "freshper", "--seeds", "2"])
     text = compare.markdown(args, compare.aggregate(runs), runs, "python -m experiments.compare")
     assert "| freshrl/FrozenLake-v0 | 0.625 ± 1.588 (std 0.177, n=2) | 1.000 ± n/a (std 0.000, n=1) |" in text
+    assert text.startswith("# standard PER vs FreshPER (DAPO, tiny scale)\n")  # the arms compared
 
 
 def test_freshper_is_tested_against_each_mode_with_its_power():

@@ -13,8 +13,8 @@ from algorithms.replay.priority_tree import (
     build_sum,
     find_prefix_sums,
     new_trees,
-    set_min_leaves,
-    set_sum_leaves,
+    propagate_min,
+    propagate_sum,
     tree_offsets,
 )
 
@@ -42,10 +42,12 @@ def test_batched_updates_equal_a_rebuild_and_numpy(capacity):
     for _ in range(50):
         slots = rng.integers(0, capacity, size=9).astype(np.int64)  # repeats included
         vals = rng.exponential(size=9) * (rng.random(9) > 0.3)
-        set_sum_leaves(sums, offsets, slots, vals)
-        set_min_leaves(mins, offsets, slots, -vals)
         for k, v in zip(slots, vals, strict=True):  # sequential semantics: last write wins
+            sums[leaves + k], mins[leaves + k] = v, -v
             ref_sum[k], ref_min[k] = v, -v
+        # As the buffer's kernels (kernels.py) do after writing leaves: the ancestors of every written slot.
+        propagate_sum(sums, offsets, slots)
+        propagate_min(mins, offsets, slots)
     rebuilt_sum, rebuilt_min = new_trees(offsets, (0.0, np.inf))
     rebuilt_sum[leaves : leaves + capacity] = ref_sum
     rebuilt_min[leaves : leaves + capacity] = ref_min
