@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import os
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -178,7 +177,6 @@ def main(argv: list[str] | None = None) -> None:
         help="warm start learning rate (default: the base's recipe, models.warm_start.recipe_for)",
     )
     args = parser.parse_args(argv)
-    os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
     hf_logging.disable_progress_bar()
 
     from models.warm_start import recipe_for

@@ -42,26 +42,31 @@ def test_kv_cache_gib_for_scales_with_dtype_and_refuses_nonsense(lm_path: Path):
         kv_cache_gib_for(lm_path, sequences=0, max_model_len=512)
 
 
-@cpu_only
-def test_release_kv_cache_frees_memory_and_changes_no_sample(lm_path: Path):
-    # An engine of its own: the session engine's workers may have lost vLLM's parallel state to engines other
-    # tests built and dropped, and its cache may have been released already.
+def own_engine(lm_path: Path) -> tuple[RolloutEngine, list[Prompt], SamplingConfig]:
+    """An engine of its own, four prompts and seeded sampling: the session engine's workers may have lost
+    vLLM's parallel state to engines other tests built and dropped, and its memory may be released already."""
     import numba  # noqa: F401  (as the session engine: models.vllm_env.guard_vllm_kernel_scan)
 
     engine = RolloutEngine(lm_path, dtype="float32", max_model_len=1024, seed=0, kv_cache_gib=0.25)
     renderer = ChatRenderer(lm_path)
     prompts = [Prompt(renderer.prompt(f"Solve {i} + 7.").token_ids) for i in range(4)]
-    sampling = SamplingConfig(n=2, max_tokens=24, seed=5)
+    return engine, prompts, SamplingConfig(n=2, max_tokens=24, seed=5)
+
+
+def samples(out: list[list]) -> list[list[tuple]]:
+    return [[(c.token_ids, c.logprobs, c.finish_reason) for c in r] for r in out]
+
+
+@cpu_only
+def test_release_kv_cache_frees_memory_and_changes_no_sample(lm_path: Path):
+    engine, prompts, sampling = own_engine(lm_path)
     before = engine.generate(prompts, sampling)
     resident = anonymous_rss_bytes()
     released = engine.release_kv_cache()
     # The cache is 0.25 GiB, written in full at start (torch.zeros).
     assert released >= 0.24 * (1 << 30)
     assert resident - anonymous_rss_bytes() >= released // 2
-    after = engine.generate(prompts, sampling)
-    assert [[(c.token_ids, c.logprobs, c.finish_reason) for c in r] for r in after] == [
-        [(c.token_ids, c.logprobs, c.finish_reason) for c in r] for r in before
-    ]
+    assert samples(engine.generate(prompts, sampling)) == samples(before)
     assert engine.release_kv_cache() == released  # and again after use
 
 
@@ -69,13 +74,9 @@ def test_release_kv_cache_frees_memory_and_changes_no_sample(lm_path: Path):
 def test_release_weights_frees_the_engines_copy_until_the_next_load(lm_path: Path):
     import ctypes
 
-    import numba  # noqa: F401  (as test_release_kv_cache_frees_memory_and_changes_no_sample)
     from safetensors.torch import load_file
 
-    engine = RolloutEngine(lm_path, dtype="float32", max_model_len=1024, seed=0, kv_cache_gib=0.25)
-    renderer = ChatRenderer(lm_path)
-    prompts = [Prompt(renderer.prompt(f"Solve {i} + 7.").token_ids) for i in range(4)]
-    sampling = SamplingConfig(n=2, max_tokens=24, seed=5)
+    engine, prompts, sampling = own_engine(lm_path)
     before = engine.generate(prompts, sampling)
     engine.release_kv_cache()
     libc = ctypes.CDLL(None)
@@ -92,7 +93,4 @@ def test_release_weights_frees_the_engines_copy_until_the_next_load(lm_path: Pat
     with pytest.raises(RuntimeError, match="load_weights first"):
         engine.generate(prompts, sampling)
     engine.load_weights(weights)
-    after = engine.generate(prompts, sampling)
-    assert [[(c.token_ids, c.logprobs, c.finish_reason) for c in r] for r in after] == [
-        [(c.token_ids, c.logprobs, c.finish_reason) for c in r] for r in before
-    ]
+    assert samples(engine.generate(prompts, sampling)) == samples(before)
