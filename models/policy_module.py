@@ -48,7 +48,7 @@ def load_hf_model(model_path: str) -> torch.nn.Module:
 
 class LLMPolicyModule(TorchRLModule):
     """model_config keys: model_path, model_dtype, engine_dtype, max_context_tokens, engine_kv_cache_gib,
-    system_prompt, temperature, share_prefix, seed (see DAPOConfig)."""
+    system_prompt, temperature, share_prefix, gradient_checkpointing, seed (see DAPOConfig)."""
 
     def setup(self) -> None:
         config = self.model_config or {}
@@ -59,6 +59,7 @@ class LLMPolicyModule(TorchRLModule):
         self._sync_dtype = engine_dtype if isinstance(engine_dtype, torch.dtype) else None
         self.temperature = float(config.get("temperature", 1.0))
         self.share_prefix = bool(config.get("share_prefix", False))
+        self.gradient_checkpointing = bool(config.get("gradient_checkpointing", False))
         self.vision = is_vision_model(self.model_path)
         if self.inference_only:
             from models.chat import ChatRenderer
@@ -103,6 +104,7 @@ class LLMPolicyModule(TorchRLModule):
                 with_entropy=with_entropy,
                 share_prefix=self.share_prefix,
                 needed=batch.get("loss_mask"),
+                checkpoint_layers=self.gradient_checkpointing,
             )
         out = {"logp": logp.float()}
         if entropy is not None:

@@ -162,6 +162,10 @@ class DAPOConfig(AlgorithmConfig):
         # Micro-batches hold one group's samples where they fit, and the prompt they share runs through the
         # model once (models/logprobs.py); same values and gradient as without. Text models only.
         self.share_prefix = True
+        # Gradient checkpointing: each decoder layer's activations are recomputed in the backward pass
+        # instead of kept (models/logprobs.py), for a lower peak at a longer update. Off: the scales here fit
+        # in memory without it; verl's DAPO recipe and TRL's GRPOConfig turn it on, for models that would not.
+        self.gradient_checkpointing = False
 
         # Replay (FreshPER). mode: on_policy (no buffer) | per | freshper | freshper_poly. The tiny scale sets
         # its own tau, capacity and beta horizon (scales.TINY_REPLAY).
@@ -252,6 +256,7 @@ class DAPOConfig(AlgorithmConfig):
         adam_betas: tuple[float, float] = NotProvided,
         micro_batch_size: int = NotProvided,
         share_prefix: bool = NotProvided,
+        gradient_checkpointing: bool = NotProvided,
         **kwargs: Any,
     ) -> DAPOConfig:
         """DAPO settings (see the attribute comments in ``__init__``) plus RLlib's own ``training`` keys
@@ -508,6 +513,7 @@ class DAPOConfig(AlgorithmConfig):
             "system_prompt": self.system_prompt,
             "temperature": self.temperature,  # learner logprobs must match the sampler's (logits / T)
             "share_prefix": self.share_prefix,
+            "gradient_checkpointing": self.gradient_checkpointing,
             "seed": self.seed or 0,
         }
 

