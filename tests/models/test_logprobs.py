@@ -247,3 +247,34 @@ def test_needed_positions_equal_the_full_call_values_and_gradients(lm_path: Path
 def test_needed_must_match_the_predicted_positions(lm, input_ids):
     with pytest.raises(ValueError, match="needed must be"):
         token_logprobs(lm, input_ids, needed=torch.ones_like(input_ids, dtype=torch.bool))
+
+
+def test_a_sliding_window_model_runs_the_plain_forward_instead_of_sharing(lm_path: Path, shared_prefix_batch):
+    """The prefix layers stand in for plain growing caches only; a model with sliding-window layers gets the
+    plain forward (the same values), not a prefix pass its cache layers were not written for."""
+    from transformers import AutoConfig
+
+    from models import logprobs
+
+    ids, mask = shared_prefix_batch
+    config = AutoConfig.from_pretrained(lm_path)
+    config.use_sliding_window, config.sliding_window, config.max_window_layers = True, 8, 0
+    config.layer_types = ["sliding_attention"] * config.num_hidden_layers
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(config).eval()
+    assert not logprobs._plain_cache_layers(model.model)
+    assert logprobs._plain_cache_layers(AutoModelForCausalLM.from_pretrained(lm_path).model)
+    calls = []
+    forward = model.model.forward
+
+    def counted(*args, **kwargs):
+        calls.append(kwargs.get("use_cache"))
+        return forward(*args, **kwargs)
+
+    model.model.forward = counted
+    with torch.no_grad():
+        shared, _ = token_logprobs(model, ids, mask, share_prefix=True)
+        plain, _ = token_logprobs(model, ids, mask)
+    assert calls == [False, False]  # plain calls only, no prefix pass
+    real = mask[:, 1:].bool()
+    assert torch.equal(shared[real], plain[real])
