@@ -324,15 +324,19 @@ def run_dapo(work: Workload, gradient_checkpointing: bool, compare_plain: bool) 
     spans = {name: mean_spans([row[name] for row in rows[1:]]) for name in rows[0]}
     # The iterations' peak: the learner-vs-plain comparison below is a measurement, not part of a step.
     peak = peak_rss_gib()
-    batch_tokens = sum(len(t.token_ids) for t in captured[-1])
-    if not compare_plain:
-        algo.stop()
-        return finish(spans, peak, generated_tokens=float(np.mean(tokens[1:])), batch_tokens=batch_tokens)
+    batch = captured[-1]
+    batch_tokens = sum(len(t.token_ids) for t in batch)
+    if compare_plain:
+        spans.update(learner_vs_plain(algo, work, batch))
+    algo.stop()
+    return finish(spans, peak, generated_tokens=float(np.mean(tokens[1:])), batch_tokens=batch_tokens)
 
-    # Learner vs plain transformers on the last fresh batch: same model, optimizer and dtype, back to back.
+
+def learner_vs_plain(algo: Any, work: Workload, batch: list[Trajectory]) -> dict[str, Span]:
+    """Learner vs plain transformers on ``batch``: same model, optimizer and dtype, back to back."""
     learner = algo.learner_group._learner
     (module_id,) = list(learner.module.keys())
-    batch = captured[-1]
+    spans = {}
     with Stopwatch() as watch:
         learner.update_from_trajectories(batch)
     spans["learner update"] = watch.span
@@ -347,11 +351,11 @@ def run_dapo(work: Workload, gradient_checkpointing: bool, compare_plain: bool) 
     spans["plain update"] = watch.span
     print(
         f"  learner update {spans['learner update'].wall:.1f} s, plain transformers "
-        f"{spans['plain update'].wall:.1f} s ({batch_tokens} tokens), load {load_average()}",
+        f"{spans['plain update'].wall:.1f} s ({sum(len(t.token_ids) for t in batch)} tokens), "
+        f"load {load_average()}",
         flush=True,
     )
-    algo.stop()
-    return finish(spans, peak, generated_tokens=float(np.mean(tokens[1:])), batch_tokens=batch_tokens)
+    return spans
 
 
 # ---------------------------------------------------------------------------------------------------- TRL
