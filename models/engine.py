@@ -61,6 +61,7 @@ from models.names import resolve_model_path
 from models.placeholders import SUPPRESSION_BIAS, suppressed_token_ids
 from models.vllm_env import (
     configure_vllm_environment,
+    drop_stored_import_tracebacks,
     engine_in_process,
     guard_vllm_kernel_scan,
     on_cuda,
@@ -213,6 +214,7 @@ class RolloutEngine:
                 logprobs_mode="processed_logprobs",
                 **llm_kwargs,
             )
+        drop_stored_import_tracebacks()
         self._in_process = tensor_parallel_size == 1 and engine_in_process()
         hf_config = self.llm.llm_engine.model_config.hf_config
         self.is_vision = hasattr(hf_config, "vision_config")

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 
 import torch
 
@@ -82,3 +83,26 @@ def quiet_expected_reload_warnings() -> None:
     logger = logging.getLogger("vllm.model_executor.model_loader.reload.layerwise")
     if not any(isinstance(f, _ExpectedReloadWarnings) for f in logger.filters):
         logger.addFilter(_ExpectedReloadWarnings())
+
+
+def drop_stored_import_tracebacks() -> int:
+    """Drop the tracebacks of the import errors vLLM's modules keep; returns how many were dropped.
+
+    vLLM keeps the ImportError of an optional backend it lacks in a module global (the audio loader's
+    ``_torchcodec_import_exc``, for the message of a later error). Its traceback holds the module's frame,
+    whose ``f_back`` chain holds the frame of every caller of the code that first imported vLLM, locals and
+    all, for the life of the process: RLlib's ``Algorithm.setup`` among them, with the weights of its first
+    sync (0.67 GiB at the 0.5B shape in bf16). The errors stay, with their messages; only the tracebacks go.
+    """
+    dropped = 0
+    for name, module in list(sys.modules.items()):
+        if not name.startswith("vllm") or module is None:
+            continue
+        for value in list(vars(module).values()):
+            error = value if isinstance(value, BaseException) else None
+            while error is not None:
+                if error.__traceback__ is not None:
+                    error.__traceback__ = None
+                    dropped += 1
+                error = error.__cause__ or error.__context__
+    return dropped

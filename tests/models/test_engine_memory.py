@@ -94,3 +94,31 @@ def test_release_weights_frees_the_engines_copy_until_the_next_load(lm_path: Pat
         engine.generate(prompts, sampling)
     engine.load_weights(weights)
     assert samples(engine.generate(prompts, sampling)) == samples(before)
+
+
+FRAME_CHECK = """
+import gc, sys, types
+from models.engine import RolloutEngine
+
+def build(path):
+    weights_of_a_caller = bytearray(1 << 20)  # what a caller's frame holds (RLlib's setup: the first sync)
+    return RolloutEngine(path, max_model_len=128, kv_cache_gib=0.01)
+
+engine = build(sys.argv[1])
+gc.collect()
+print(sum(isinstance(o, types.FrameType) and o.f_code is build.__code__ for o in gc.get_objects()))
+"""
+
+
+def test_building_the_first_engine_keeps_no_caller_frame_alive(lm_path: Path):
+    """vLLM stores an optional backend's ImportError; its traceback would keep the frames of whoever first
+    imported vLLM (drop_stored_import_tracebacks). Run in a fresh process, where that import is in build()."""
+    import subprocess
+    import sys
+
+    out = subprocess.run(
+        [sys.executable, "-c", FRAME_CHECK, str(lm_path)], capture_output=True, text=True, timeout=600,
+        cwd=Path(__file__).resolve().parents[2],
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == "0"
