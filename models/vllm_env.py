@@ -85,8 +85,8 @@ def quiet_expected_reload_warnings() -> None:
         logger.addFilter(_ExpectedReloadWarnings())
 
 
-def drop_stored_import_tracebacks() -> int:
-    """Drop the tracebacks of the import errors vLLM's modules keep; returns how many were dropped.
+def drop_stored_import_tracebacks() -> None:
+    """Drop the tracebacks of the import errors vLLM's modules keep.
 
     vLLM keeps the ImportError of an optional backend it lacks in a module global (the audio loader's
     ``_torchcodec_import_exc``, for the message of a later error). Its traceback holds the module's frame,
@@ -94,15 +94,11 @@ def drop_stored_import_tracebacks() -> int:
     all, for the life of the process: RLlib's ``Algorithm.setup`` among them, with the weights of its first
     sync (0.67 GiB at the 0.5B shape in bf16). The errors stay, with their messages; only the tracebacks go.
     """
-    dropped = 0
     for name, module in list(sys.modules.items()):
         if not name.startswith("vllm") or module is None:
             continue
         for value in list(vars(module).values()):
             error = value if isinstance(value, BaseException) else None
             while error is not None:
-                if error.__traceback__ is not None:
-                    error.__traceback__ = None
-                    dropped += 1
+                error.__traceback__ = None
                 error = error.__cause__ or error.__context__
-    return dropped

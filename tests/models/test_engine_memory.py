@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -113,9 +115,6 @@ print(sum(isinstance(o, types.FrameType) and o.f_code is build.__code__ for o in
 def test_building_the_first_engine_keeps_no_caller_frame_alive(lm_path: Path):
     """vLLM stores an optional backend's ImportError; its traceback would keep the frames of whoever first
     imported vLLM (drop_stored_import_tracebacks). Run in a fresh process, where that import is in build()."""
-    import subprocess
-    import sys
-
     out = subprocess.run(
         [sys.executable, "-c", FRAME_CHECK, str(lm_path)], capture_output=True, text=True, timeout=600,
         cwd=Path(__file__).resolve().parents[2],
