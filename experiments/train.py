@@ -29,6 +29,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from experiments.allocator import describe
 from experiments.run_config import (
     RunSettings,
     SettingsError,
@@ -159,7 +160,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         model = starting_model(settings)
     except SettingsError as error:
         raise SystemExit(f"freshrl: {error}") from None
-    print(f"freshrl: starting from {model}")
+    print(f"freshrl: starting from {model}; {describe()}")
     # Without --eval-every, RLlib evaluates on the run's last iteration only.
     settings = dataclasses.replace(settings, eval_every=settings.eval_every or settings.iterations)
     config = build_config(settings, {"model_path": model})

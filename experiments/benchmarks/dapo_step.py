@@ -78,6 +78,7 @@ from algorithms.dapo.collate import collate
 from algorithms.trajectory import Trajectory
 from envs.math_task import CORRECT_REWARD, WRONG_REWARD
 from envs.seeds import SPLITS
+from experiments.allocator import current_allocator, describe
 from experiments.benchmarks.requirements import parse_and_check
 from experiments.ray_session import start_ray
 from models.chat import ChatRenderer
@@ -140,12 +141,13 @@ def mean_spans(spans: list[Span]) -> Span:
 @dataclass
 class Measured:
     """Mean spans of the timed iterations (or single measurements) by name, generated tokens per iteration,
-    tokens per learner batch, and the process's peak resident memory."""
+    tokens per learner batch, the process's peak resident memory and the allocator it ran with."""
 
     spans: dict[str, Span]
     generated_tokens: float
     batch_tokens: int = 0
     peak_rss_gib: float = 0.0
+    allocator: str = ""
 
 
 def isolated(side: Callable[..., dict[str, Any]], *args: Any) -> Measured:
@@ -164,7 +166,8 @@ def peak_rss_gib() -> float:
 
 def finish(spans: dict[str, Span], peak: float | None = None, **fields: Any) -> dict[str, Any]:
     peak = peak_rss_gib() if peak is None else peak
-    return {"spans": {k: (v.wall, v.cpu) for k, v in spans.items()}, "peak_rss_gib": peak, **fields}
+    spans_out = {k: (v.wall, v.cpu) for k, v in spans.items()}
+    return {"spans": spans_out, "peak_rss_gib": peak, "allocator": current_allocator(), **fields}
 
 
 def quiet() -> None:
@@ -491,11 +494,13 @@ def report(work: Workload, ours: dict[str, Measured], trl: dict[str, Measured]) 
         if variant in trl:
             mine, theirs = measured.peak_rss_gib, trl[variant].peak_rss_gib
             print(
-                f"peak resident memory, {variant}: ours {mine:.1f} GiB, TRL {theirs:.1f} GiB; ours / TRL, "
-                f"target <= 1: {verdict(mine / theirs, mine <= theirs)}"
+                f"peak resident memory, {variant}: ours {mine:.1f} GiB ({measured.allocator}), TRL "
+                f"{theirs:.1f} GiB ({trl[variant].allocator}); ours / TRL, target <= 1: "
+                f"{verdict(mine / theirs, mine <= theirs)}"
             )
         else:
-            print(f"peak resident memory, {variant}: ours {measured.peak_rss_gib:.1f} GiB")
+            mine = measured.peak_rss_gib
+            print(f"peak resident memory, {variant}: ours {mine:.1f} GiB ({measured.allocator})")
     for mine, measured in ours.items():
         iteration = measured.spans["iteration"]
         for theirs, baseline in trl.items():
@@ -560,7 +565,7 @@ def main(argv: list[str] | None = None) -> None:
         f"model {os.path.basename(work.model_path)}; learners (both sides) {compute} over fp32 weights; "
         f"engine bfloat16; 1 optimizer step per iteration (minibatch {work.batch}, 1 epoch, micro-batch "
         f"{work.micro_batch}); dynamic sampling, overlong shaping and replay off; same prompt ids on both "
-        f"sides; {torch.get_num_threads()} torch threads; load {load_average()}",
+        f"sides; {torch.get_num_threads()} torch threads; load {load_average()}; {describe()}",
         flush=True,
     )
     # The learner-vs-plain comparison runs once, on the variant without checkpointing where there is one
