@@ -39,9 +39,11 @@ its generation + scoring part, the ratio ours / TRL (target <= 0.6), the weight-
 log-softmax, masked token mean) + backward + clipping + AdamW step on the same model, micro-batches and dtype
 (target >= 0.9), timed right after each other. Each side's peak resident memory (``ru_maxrss`` of its process;
 ours at the end of its iterations, before the learner-vs-plain comparison, which is not part of a step) is
-printed, ours / TRL per variant (target <= 1). A 2-epoch update does the same work twice; its iteration is
-estimated as rollout + 2 x learn + sync. ``--quick``: the tiny LM and 2 x 4 x 16 (a smoke run; ``--quick
---skip-trl`` takes about two minutes on an idle 2-core machine). Re-run before relying on a digit.
+printed with the allocator it ran under, ours / TRL per variant (target <= 1); both sides inherit the
+command's (tcmalloc where installed, ``FRESHRL_MALLOC=system`` for glibc's: ``experiments/allocator.py``).
+A 2-epoch update does the same work twice; its iteration is estimated as rollout + 2 x learn + sync.
+``--quick``: the tiny LM and 2 x 4 x 16 (a smoke run; ``--quick --skip-trl`` takes about two minutes on an
+idle 2-core machine). Re-run before relying on a digit.
 
     python -m experiments.benchmarks.dapo_step                    # full workload, with TRL (~12 minutes idle)
     python -m experiments.benchmarks.dapo_step --quick --skip-trl
