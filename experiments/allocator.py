@@ -35,6 +35,7 @@ TCMALLOC_CANDIDATES = (
     "/usr/lib/libtcmalloc_minimal.so.4",
 )
 INSTALL_HINT = "make tcmalloc   (Debian/Ubuntu: apt-get install libtcmalloc-minimal4)"
+SYSTEM_MALLOC = "glibc malloc" if sys.platform.startswith("linux") else "the system's malloc"
 
 
 class AllocatorError(SystemExit):
@@ -95,27 +96,30 @@ def preload_for_entry_point() -> None:
 
 
 def current_allocator() -> str:
-    """The allocator preloaded into this process, or "glibc malloc": the ``LD_PRELOAD`` entries mapped into
+    """The allocator preloaded into this process, or the system malloc: the ``LD_PRELOAD`` entries mapped into
     it (``/proc/self/maps``) that are an allocator (``*malloc*``) or the library ``FRESHRL_MALLOC`` names.
     Others are not allocators (vLLM's CPU setup adds torch's libgomp to ``LD_PRELOAD``)."""
-    with open("/proc/self/maps") as maps:
-        mapped = {os.path.realpath(fields[-1]) for fields in map(str.split, maps) if len(fields) >= 6}
+    try:
+        with open("/proc/self/maps") as maps:
+            mapped = {os.path.realpath(fields[-1]) for fields in map(str.split, maps) if len(fields) >= 6}
+    except OSError:  # no procfs (macOS): nothing is preloaded there either
+        return SYSTEM_MALLOC
     named = os.environ.get(VARIABLE, "").strip()
     loaded = [
         entry
         for entry in preloaded_libraries(os.environ)
         if os.path.realpath(entry) in mapped and ("malloc" in os.path.basename(entry) or entry == named)
     ]
-    return ", ".join(loaded) if loaded else "glibc malloc"
+    return ", ".join(loaded) if loaded else SYSTEM_MALLOC
 
 
 def describe() -> str:
     """One line for a run's header: the allocator in use, and how to get tcmalloc when it is missing."""
     allocator = current_allocator()
-    if allocator != "glibc malloc":
+    if allocator != SYSTEM_MALLOC:
         return f"memory allocator: {allocator} (preloaded)"
     if os.environ.get(VARIABLE, "").strip() == "system":
-        return f"memory allocator: glibc malloc ({VARIABLE}=system)"
+        return f"memory allocator: {SYSTEM_MALLOC} ({VARIABLE}=system)"
     if chosen_library(os.environ) is None:
-        return f"memory allocator: glibc malloc (tcmalloc not found; it lowers peak memory: {INSTALL_HINT})"
-    return "memory allocator: glibc malloc"
+        return f"memory allocator: {SYSTEM_MALLOC} (no tcmalloc; it lowers peak memory: {INSTALL_HINT})"
+    return f"memory allocator: {SYSTEM_MALLOC}"
