@@ -2,9 +2,10 @@
 
 A training process frees and reallocates gigabytes every iteration (the engine's weights and KV cache
 released for the update, the learner's activations and gradients); glibc's malloc keeps much of that memory
-after it is freed, tcmalloc returns it. On ``dapo_step`` (0.5B shape) tcmalloc took our peak from 8.7 to
-7.6 GiB at the same speed (README, Performance). vLLM's CPU guide asks for the same ``LD_PRELOAD``, and
-torch's ``torch.backends.xeon.run_cpu`` launcher does the same.
+after it is freed, tcmalloc returns it. On ``dapo_step`` (0.5B shape) tcmalloc took our peak from 8.9 to
+7.9 GiB with gradient checkpointing and from 9.9 to 9.0 without, at the same speed (README, Performance).
+vLLM's CPU guide asks for the same ``LD_PRELOAD``, and torch's ``torch.backends.xeon.run_cpu`` launcher does
+the same.
 
 A preload must be in place when the process starts, so ``python -m experiments.<command>`` re-executes itself
 once, with the library prepended to ``LD_PRELOAD``, before anything heavy is imported
@@ -42,13 +43,18 @@ class AllocatorError(SystemExit):
     """``FRESHRL_MALLOC`` names something that cannot be preloaded; exits with its message."""
 
 
+def requested(environ: Mapping[str, str]) -> str:
+    """What ``FRESHRL_MALLOC`` asks for: "auto" (also when unset or empty), "system", or a path."""
+    return environ.get(VARIABLE, "").strip() or "auto"
+
+
 def chosen_library(
     environ: Mapping[str, str], candidates: tuple[str, ...] = TCMALLOC_CANDIDATES
 ) -> str | None:
     """The library ``FRESHRL_MALLOC`` asks for (None: glibc's malloc). Raises AllocatorError for a missing
     path."""
-    choice = environ.get(VARIABLE, "auto").strip()
-    if choice in ("", "auto"):
+    choice = requested(environ)
+    if choice == "auto":
         return next((path for path in candidates if os.path.isfile(path)), None)
     if choice == "system":
         return None
@@ -73,7 +79,7 @@ def preload_with(library: str, environ: Mapping[str, str]) -> dict[str, str] | N
     names = [os.path.basename(entry) for entry in preloaded]
     if os.path.basename(library) in names:
         return None
-    if environ.get(VARIABLE, "auto").strip() in ("", "auto") and any("malloc" in name for name in names):
+    if requested(environ) == "auto" and any("malloc" in name for name in names):
         return None
     return {**environ, "LD_PRELOAD": " ".join([library, *preloaded])}
 
@@ -104,7 +110,7 @@ def current_allocator() -> str:
             mapped = {os.path.realpath(fields[-1]) for fields in map(str.split, maps) if len(fields) >= 6}
     except OSError:  # no procfs (macOS): nothing is preloaded there either
         return SYSTEM_MALLOC
-    named = os.environ.get(VARIABLE, "").strip()
+    named = requested(os.environ)
     loaded = [
         entry
         for entry in preloaded_libraries(os.environ)
@@ -118,7 +124,7 @@ def describe() -> str:
     allocator = current_allocator()
     if allocator != SYSTEM_MALLOC:
         return f"memory allocator: {allocator} (preloaded)"
-    if os.environ.get(VARIABLE, "").strip() == "system":
+    if requested(os.environ) == "system":
         return f"memory allocator: {SYSTEM_MALLOC} ({VARIABLE}=system)"
     if chosen_library(os.environ) is None:
         return f"memory allocator: {SYSTEM_MALLOC} (no tcmalloc; it lowers peak memory: {INSTALL_HINT})"

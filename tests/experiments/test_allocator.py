@@ -30,10 +30,11 @@ def a_shared_library() -> str:
     pytest.skip("no libz.so.1 in the usual places")
 
 
-def run(module: str, **env: str) -> subprocess.CompletedProcess:
+def run(*args: str, **env: str) -> subprocess.CompletedProcess:
+    """``python *args`` from the repository root, with no preload or choice but `env`'s."""
     environ = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", VARIABLE)}
     return subprocess.run(
-        [sys.executable, "-m", module],
+        [sys.executable, *args],
         cwd=ROOT,
         env={**environ, **env},
         capture_output=True,
@@ -67,30 +68,23 @@ def test_the_library_is_prepended_once_and_a_users_own_allocator_is_kept():
 
 def test_an_entry_point_runs_with_the_chosen_library_preloaded():
     library = a_shared_library()
-    out = run("experiments.which_allocator", **{VARIABLE: library})
+    out = run("-m", "experiments.which_allocator", **{VARIABLE: library})
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == f"memory allocator: {library} (preloaded)"
     # A preloaded library that is not an allocator (vLLM's CPU setup preloads libgomp) is not reported as one.
-    out = run("experiments.which_allocator", **{VARIABLE: "system", "LD_PRELOAD": library})
+    out = run("-m", "experiments.which_allocator", **{VARIABLE: "system", "LD_PRELOAD": library})
     assert out.stdout.strip() == f"memory allocator: glibc malloc ({VARIABLE}=system)"
 
 
 def test_a_bad_choice_stops_an_entry_point_before_it_starts_but_not_an_import(tmp_path):
     missing = str(tmp_path / "nothing.so")
-    out = run("experiments.train", **{VARIABLE: missing})
+    out = run("-m", "experiments.train", **{VARIABLE: missing})
     assert out.returncode == 1 and "no such file" in out.stderr
-    imported = subprocess.run(
-        [sys.executable, "-c", "import experiments.train"],
-        cwd=ROOT,
-        env={**os.environ, VARIABLE: missing},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    imported = run("-c", "import experiments.train", **{VARIABLE: missing})
     assert imported.returncode == 0, imported.stderr
 
 
 @pytest.mark.skipif(chosen_library({}) is None, reason="tcmalloc is not installed (make tcmalloc)")
 def test_entry_points_get_tcmalloc_by_default_where_it_is_installed():
-    out = run("experiments.which_allocator")
+    out = run("-m", "experiments.which_allocator")
     assert out.stdout.strip() == f"memory allocator: {chosen_library({})} (preloaded)"
