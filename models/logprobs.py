@@ -10,14 +10,17 @@ placeholder tokens are suppressed as in the rollout engine (models/placeholders.
 ``share_prefix=True`` runs the rows' common prefix once: GRPO's G samples of a task share its whole first
 prompt, which on single-turn tasks is often half of every sequence. The prefix goes through the model with
 batch 1, its key/value cache is repeated for the B rows, and the rest of each row attends to it; the
-result (and its gradient, which reaches the prefix through the cache) equals the plain forward's.
+result (and its gradient, which reaches the prefix through the cache) equals the plain forward's. The
+prefix's backward runs as a backward pass of its own when the rest's gradient reaches it, so that the
+rest's weight gradients go into ``.grad`` at once instead of waiting, a second copy, for the prefix's.
 
 ``checkpoint_layers=True`` is gradient checkpointing: each decoder layer keeps only its input for the
 backward pass and recomputes its activations there, so the peak holds one layer's activations instead of
 all of them (for a ~1.3x longer forward + backward). It works with ``share_prefix`` because neither pass
 writes a key/value cache twice: the prefix pass keeps the first keys/values each layer gives and the rest
 only reads them, so a layer's recomputation sees what its first run saw (HF's own checkpointing turns the
-cache off instead).
+cache off instead). Under autocast it casts each weight where it is used instead of caching its
+low-precision copy through the forward pass (the recomputation casts again anyway).
 """
 
 from __future__ import annotations
@@ -113,10 +116,18 @@ def token_logprobs(
         return _head_stats(head, hidden, targets, where, bias, temperature, with_entropy, chunk_size)
 
     needed = None if needed is None else needed.bool()
-    checkpointed = _checkpointed_layers(model) if checkpoint_layers else contextlib.nullcontext()
+    prefix = common_prefix_length(input_ids, attention_mask) if share_prefix and not vision else 0
+    shared = prefix >= MIN_SHARED_PREFIX and input_ids.shape[0] > 1 and _plain_cache_layers(base)
+    separate = shared and torch.is_grad_enabled() and not _distributed()
+    # Autocast caches each weight's bf16 copy until it exits: a copy of the model. With checkpointing the
+    # backward casts again anyway, so the cache only pays where both passes' gradients meet in one cast.
+    checkpointed = (
+        _checkpointed_layers(model, cache_casts=shared and not separate)
+        if checkpoint_layers
+        else contextlib.nullcontext()
+    )
     with checkpointed:
-        prefix = common_prefix_length(input_ids, attention_mask) if share_prefix and not vision else 0
-        if prefix < MIN_SHARED_PREFIX or input_ids.shape[0] == 1 or not _plain_cache_layers(base):
+        if not shared:
             hidden = base(
                 input_ids=input_ids, attention_mask=attention_mask, use_cache=False, **vision
             ).last_hidden_state
@@ -124,21 +135,26 @@ def token_logprobs(
 
         rows = input_ids.shape[0]
         recorded = Cache(layer_class_to_replicate=_RecordOnceLayer)
-        shared = base(input_ids=input_ids[:1, :prefix], past_key_values=recorded, use_cache=True)
+        prefix_pass = base(input_ids=input_ids[:1, :prefix], past_key_values=recorded, use_cache=True)
+        prefix_outputs = [prefix_pass.last_hidden_state]
+        for layer in recorded.layers:
+            prefix_outputs += [layer.keys, layer.values]
+        if separate:
+            anchor = torch.empty(0, device=input_ids.device, requires_grad=True)  # puts the cut in the graph
+            prefix_outputs = _SeparateBackward.apply(anchor, prefix_outputs)
+        shared_hidden, *keys_values = prefix_outputs
         if attention_mask is None:
             attention_mask = torch.ones_like(input_ids)
-        prefix_layers = [_ReadOnlyLayer(layer.keys, layer.values, rows) for layer in recorded.layers]
-        read_only = Cache(layers=prefix_layers)
+        pairs = zip(keys_values[::2], keys_values[1::2], strict=True)
+        prefix_layers = [_ReadOnlyLayer(keys, values, rows) for keys, values in pairs]
         rest = base(
-            input_ids=input_ids[:, prefix:], attention_mask=attention_mask, past_key_values=read_only,
-            use_cache=True,
+            input_ids=input_ids[:, prefix:], attention_mask=attention_mask,
+            past_key_values=Cache(layers=prefix_layers), use_cache=True,
         ).last_hidden_state  # fmt: skip
     # Targets inside the prefix are the same for every row: one row's stats, expanded.
     head_needed = None if needed is None else needed[:, : prefix - 1].any(dim=0, keepdim=True)
-    head_logprobs, head_entropy = stats(
-        shared.last_hidden_state[:, :-1], input_ids[:1, 1:prefix], head_needed
-    )
-    last_shared = shared.last_hidden_state[:, -1:].expand(rows, -1, -1)
+    head_logprobs, head_entropy = stats(shared_hidden[:, :-1], input_ids[:1, 1:prefix], head_needed)
+    last_shared = shared_hidden[:, -1:].expand(rows, -1, -1)
     tail_logprobs, tail_entropy = stats(
         torch.cat([last_shared, rest[:, :-1]], dim=1),
         input_ids[:, prefix:],
@@ -181,11 +197,40 @@ def _plain_cache_layers(base: nn.Module) -> bool:
     return all(type(layer) is DynamicLayer for layer in layers)
 
 
+class _SeparateBackward(torch.autograd.Function):
+    """The prefix pass's outputs, cut from its graph: their gradients run the prefix's backward as a backward
+    pass of its own. In one joint backward, every weight's gradient from the continuation would wait, summed
+    apart from ``.grad``, for the prefix's, which comes last: a second copy of the gradients (bf16 through
+    autocast's cached cast, fp32 without it) held through the backward. Separately, each is added to
+    ``.grad`` as it comes. Not under DDP, which must see each parameter's gradient once per backward."""
+
+    @staticmethod
+    def forward(ctx, anchor: torch.Tensor, outputs: list[torch.Tensor]) -> tuple[torch.Tensor, ...]:
+        ctx.set_materialize_grads(False)
+        ctx.outputs = outputs  # not an input: the continuation's graph gets no edge into the prefix's
+        return tuple(t.detach() for t in outputs)
+
+    @staticmethod
+    def backward(ctx, *grads: torch.Tensor | None) -> tuple[None, None]:
+        pairs = zip(ctx.outputs, grads, strict=True)
+        reached = [(t, g) for t, g in pairs if g is not None and t.requires_grad]
+        if reached:
+            torch.autograd.backward([t for t, _ in reached], [g for _, g in reached])
+        return None, None
+
+
+def _distributed() -> bool:
+    """Whether DDP may be summing gradients across ranks (an in-process vLLM engine sets up a group of 1)."""
+    dist = torch.distributed
+    return dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
+
+
 @contextlib.contextmanager
-def _checkpointed_layers(model: nn.Module) -> Iterator[None]:
+def _checkpointed_layers(model: nn.Module, *, cache_casts: bool) -> Iterator[None]:
     """Each decoder layer of ``model`` runs under ``torch.utils.checkpoint`` (non-reentrant: gradients also
     reach the prefix keys/values, which are intermediate results of a checkpointed layer) while gradients
-    are recorded, whatever the model's train/eval mode."""
+    are recorded, whatever the model's train/eval mode; with ``cache_casts=False`` autocast (if on) casts
+    each weight where it is used instead of keeping its low-precision copy until it exits."""
     if not torch.is_grad_enabled():
         yield
         return
@@ -193,10 +238,22 @@ def _checkpointed_layers(model: nn.Module) -> Iterator[None]:
     for layer in layers:
         layer.forward = functools.partial(checkpoint, layer.forward, use_reentrant=False)
     try:
-        yield
+        with contextlib.nullcontext() if cache_casts else _uncached_autocast():
+            yield
     finally:
         for layer in layers:
             del layer.forward
+
+
+@contextlib.contextmanager
+def _uncached_autocast() -> Iterator[None]:
+    """The autocast in force (if any), without its cache of casts."""
+    device = "cuda" if torch.is_autocast_enabled("cuda") else "cpu"
+    if not torch.is_autocast_enabled(device):
+        yield
+        return
+    with torch.autocast(device, dtype=torch.get_autocast_dtype(device), cache_enabled=False):
+        yield
 
 
 def common_prefix_length(input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> int:

@@ -278,3 +278,91 @@ def test_a_sliding_window_model_runs_the_plain_forward_instead_of_sharing(lm_pat
     assert calls == [False, False]  # plain calls only, no prefix pass
     real = mask[:, 1:].bool()
     assert torch.equal(shared[real], plain[real])
+
+
+def _decoder_accumulations(model, ids, mask, **kwargs) -> set[int]:
+    """How many times each decoder parameter's ``.grad`` was added to in one backward pass (the set over
+    parameters), and that the gradients equal the plain forward's."""
+    decoder = dict(model.model.layers.named_parameters())
+    counts = dict.fromkeys(decoder, 0)
+    hooks = [
+        parameter.register_post_accumulate_grad_hook(
+            lambda _, name=name: counts.update({name: counts[name] + 1})
+        )
+        for name, parameter in decoder.items()
+    ]
+    _, _, grads = _values_and_gradients(model, ids, mask, **kwargs)
+    for hook in hooks:
+        hook.remove()
+    _, _, plain = _values_and_gradients(model, ids, mask)
+    for name, grad in plain.items():
+        assert torch.allclose(grads[name], grad, atol=1e-5, rtol=1e-4), name
+    return set(counts.values())
+
+
+@pytest.mark.parametrize("distributed", [False, True], ids=["separate", "joint (DDP)"])
+def test_the_rest_adds_its_weight_gradients_before_the_prefix_backward(
+    lm_path: Path, shared_prefix_batch, monkeypatch, distributed
+):
+    """With a shared prefix, the prefix's backward is a pass of its own, so the rest's gradient of each
+    decoder weight goes into ``.grad`` when it is computed (a second accumulation follows for the prefix's)
+    instead of being held, a second copy of the gradients, until the prefix's arrives. Under DDP, which must
+    see each gradient once, autograd sums them first. Both give the plain forward's gradients."""
+    from models import logprobs
+
+    monkeypatch.setattr(logprobs, "_distributed", lambda: distributed)
+    ids, mask = shared_prefix_batch
+    model = AutoModelForCausalLM.from_pretrained(lm_path, dtype=torch.float32)
+    for checkpointed in (False, True):
+        counts = _decoder_accumulations(model, ids, mask, share_prefix=True, checkpoint_layers=checkpointed)
+        assert counts == {1 if distributed else 2}
+
+
+def test_an_in_process_engine_leaves_the_prefix_backward_separate(
+    lm_engine, lm_path: Path, shared_prefix_batch
+):
+    """vLLM sets up a torch.distributed group of one in the learner's process (EnvRunner and learner in one
+    process, as in every CPU run); that is no DDP, and the separate backward stays."""
+    assert torch.distributed.is_initialized() and torch.distributed.get_world_size() == 1
+    ids, mask = shared_prefix_batch
+    model = AutoModelForCausalLM.from_pretrained(lm_path, dtype=torch.float32)
+    assert _decoder_accumulations(model, ids, mask, share_prefix=True) == {2}
+
+
+@pytest.mark.parametrize("distributed", [False, True], ids=["separate", "joint (DDP)"])
+def test_checkpointing_under_autocast_casts_where_used_and_keeps_the_gradients(
+    lm_path: Path, shared_prefix_batch, monkeypatch, distributed
+):
+    """Checkpointed layers run without autocast's cache of bf16 weight copies (the recomputation casts
+    again; the cache kept a copy of the model through the forward pass), except where the prefix's and the
+    rest's gradients are summed by autograd (DDP): there one cached cast sums them in bf16 instead of fp32.
+    Values and gradients equal those of the same bf16 forward without checkpointing."""
+    from models import logprobs
+
+    monkeypatch.setattr(logprobs, "_distributed", lambda: distributed)
+    ids, mask = shared_prefix_batch
+    real = mask[:, 1:].bool()
+    model = AutoModelForCausalLM.from_pretrained(lm_path, dtype=torch.float32)
+    layer = model.model.layers[0]
+    forward = layer.forward
+    caching = []
+
+    def observed(*args, **kwargs):
+        caching.append(torch.is_autocast_cache_enabled())
+        return forward(*args, **kwargs)
+
+    layer.forward = observed
+    results = {}
+    for checkpointed in (False, True):
+        caching.clear()
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            results[checkpointed] = _values_and_gradients(
+                model, ids, mask, share_prefix=True, checkpoint_layers=checkpointed
+            )
+        # The prefix pass and the rest, each recomputed in the backward pass when checkpointed.
+        assert caching == ([distributed] * 4 if checkpointed else [True, True]), caching
+    (logp, entropy, grads), (plain_logp, plain_entropy, plain_grads) = results[True], results[False]
+    assert torch.equal(logp[real], plain_logp[real]) and torch.equal(entropy[real], plain_entropy[real])
+    for name, grad in plain_grads.items():
+        assert grad.abs().sum() > 0, name
+        assert torch.allclose(grads[name], grad, atol=1e-3, rtol=2e-2), name
