@@ -46,6 +46,9 @@ IMAGE_LEGEND = "In the image you are the red circle, the goal is green, holes ar
 MAX_SIZE = 128
 # Tiles smaller than 5 pixels cannot hold the agent's circle (_lake_tiles); 256 keeps an 8x8 image at 2048^2.
 CELL_PIXELS_RANGE = (5, 256)
+# The longest image side, size * cell_pixels: 128 x 28 fits; 128 x 256 would be a 3 GB image every step, and
+# its observation space alone would allocate 24 GB.
+MAX_IMAGE_SIDE = 4096
 # Default move budget: 2.5 x the longest start-goal Manhattan distance 2 (size - 1), i.e. 5 (size - 1) moves.
 # It keeps the FrozenLake settings file's budget at 4x4 (experiments/settings/frozen_lake.yaml: 5 turns of
 # 3 moves) and grows with the map, where holes lengthen the detours.
@@ -193,8 +196,9 @@ class FrozenLakeEnv(MultiTurnEnv):
     default) gives ``ceil(5 * (size - 1) / max_actions_per_turn)`` turns (:func:`default_max_turns`: 5 turns
     of 3 moves at 4x4, 12 at 8x8), and the budget must hold the ``size - 1`` moves every map needs at least.
     ``max_actions_per_turn``: at least 1. ``render_mode``: ``None``, ``"ansi"`` (the map) or
-    ``"rgb_array"`` (``cell_pixels`` pixels per cell, an integer in [5, 256]). Every argument is checked
-    here, with a ``ValueError`` naming it and its allowed range.
+    ``"rgb_array"`` (``cell_pixels`` pixels per cell, an integer in [5, 256], and ``size * cell_pixels`` at
+    most ``MAX_IMAGE_SIDE`` = 4096 where an image is drawn). Every argument is checked here, with a
+    ``ValueError`` naming it and its allowed range.
 
     ## Version History
     * v0: initial version.
@@ -221,6 +225,13 @@ class FrozenLakeEnv(MultiTurnEnv):
         self.is_slippery = check_bool("is_slippery", is_slippery)
         self.max_actions_per_turn = check_int("max_actions_per_turn", max_actions_per_turn, 1)
         self.cell_pixels = check_int("cell_pixels", cell_pixels, *CELL_PIXELS_RANGE)
+        if (self.image_shape is not None or render_mode == "rgb_array") and (
+            self.size * self.cell_pixels > MAX_IMAGE_SIDE
+        ):
+            raise ValueError(
+                f"size * cell_pixels (the image side) must be at most {MAX_IMAGE_SIDE} pixels, got "
+                f"{self.size} * {self.cell_pixels} = {self.size * self.cell_pixels}; lower cell_pixels"
+            )
         if max_turns is None:
             max_turns = default_max_turns(self.size, self.max_actions_per_turn)
         elif check_int("max_turns", max_turns, 1) * self.max_actions_per_turn < self.size - 1:

@@ -8,14 +8,16 @@ format is not ok, but the answer is still scored).
 Equivalence (:func:`is_equivalent`):
 
 - Integer ground truth (all of DAPO-Math-17K, AIME and the built-in generator): after light normalisation
-  (wrappers ``$..$``, ``\\(..\\)``, ``\\boxed{}``, ``\\text{}``, ``**..**``; a leading ``x =``; a currency
-  sign; trailing ``.``/``,``, ``%``, degree marks and up to two words of :data:`UNIT_WORDS`) an integer
-  literal is compared exactly: ``042``, ``42.0``, ``+42``, ``1,000`` and ``1{,}000`` are 42 or 1000, ``-42``
-  is not 42, and a trailing word that is not a unit (``42 is wrong``, ``42 not``) leaves no integer. An answer
-  that is not a literal but an expression of integers (digits, ``+ - * / ^ ( ) { } !``, ``\\frac``,
-  ``\\cdot``, ``\\times``, ``\\sqrt``, ``\\binom``; no words, ``=``, commas, decimal points or digits split by
-  spaces) goes through the bounded symbolic check below, so ``\\frac{84}{2}`` and ``2^{10}`` count; anything
-  else (``42 or 43``, ``4 2``, ``41 = 42``) is not equivalent without running the check.
+  (wrappers ``$..$``, ``\\(..\\)``, ``\\boxed{}``, ``\\text{}``, ``**..**``, ``(..)``, each only around the
+  whole answer, and parentheses not around a comma: ``(3,100)`` is a pair or an interval; LaTeX spacing
+  ``\\!``, ``\\ ``, ``\\;``, ``\\:``; a leading ``x =``; a currency sign; trailing ``.``/``,``, ``%``, degree
+  marks and up to two words of :data:`UNIT_WORDS`) an integer literal is compared exactly: ``042``, ``42.0``,
+  ``+42``, ``1,000``, ``1{,}000`` and ``1,\\!000`` are 42 or 1000, ``-42`` is not 42, and a trailing word
+  that is not a unit (``42 is wrong``, ``42 not``) leaves no integer. An answer that is not a literal but an
+  expression of integers (digits, ``+ - * / ^ ( ) { } !``, ``\\frac``, ``\\cdot``, ``\\times``, ``\\sqrt``,
+  ``\\binom``; no words, ``=``, commas, decimal points or digits split by spaces) goes through the bounded
+  symbolic check below, so ``\\frac{84}{2}`` and ``2^{10}`` count; anything else (``42 or 43``, ``4 2``,
+  ``41 = 42``) is not equivalent without running the check.
 - Any other ground truth: symbolic equivalence by ``math-verify`` (HuggingFace), under a time bound that works
   in every thread (math-verify's own timeout uses ``SIGALRM`` and so only works in the main thread):
 
@@ -77,14 +79,14 @@ class ExtractedAnswer:
     source: str
 
 
-def _answer_on_line(line: str) -> str | None:
-    """The text after the last ``Answer:`` label on a line (None when there is none or it is empty)."""
+def _answer_on_line(line: str) -> tuple[int, str] | None:
+    """Position of the last ``Answer:`` label on a line and the text after it (None when none or empty)."""
     matches = list(_ANSWER_LABEL.finditer(line))
     if not matches:
         return None
     # Markdown bold around the label or the answer ("**Answer:** 42", "Answer: **42**") is not part of it.
     answer = line[matches[-1].end() :].strip().strip("*").strip()
-    return answer or None
+    return (matches[-1].start(), answer) if answer else None
 
 
 def _last_boxed(text: str) -> tuple[int, str] | None:
@@ -119,9 +121,9 @@ def extract_answer(response: str) -> ExtractedAnswer | None:
     if last_index is None:
         return None
     last_line = lines[last_index]
-    answer = _answer_on_line(last_line)
-    if answer is not None:
-        return ExtractedAnswer(answer, strict=True, source="answer_line")
+    labelled = _answer_on_line(last_line)
+    if labelled is not None:
+        return ExtractedAnswer(labelled[1], strict=True, source="answer_line")
     boxed_on_last = _last_boxed(last_line)
     if boxed_on_last is not None:
         return ExtractedAnswer(boxed_on_last[1], strict=True, source="boxed")
@@ -130,7 +132,9 @@ def extract_answer(response: str) -> ExtractedAnswer | None:
     for i in range(last_index - 1, -1, -1):
         found = _answer_on_line(lines[i])
         if found is not None:
-            candidates.append((sum(len(line) + 1 for line in lines[:i]), found, "answer_line"))
+            # The label's own position, not its line's: "\\boxed{43} then Answer: 42" answers 42.
+            position = sum(len(line) + 1 for line in lines[:i]) + found[0]
+            candidates.append((position, found[1], "answer_line"))
             break
     boxed = _last_boxed(response)
     if boxed is not None:
@@ -151,8 +155,9 @@ _WRAPPERS = (
     re.compile(r"^\*\*(.*)\*\*$", re.DOTALL),
     re.compile(r"^[*`](.*)[*`]$", re.DOTALL),
     re.compile(r"^\{(.*)\}$", re.DOTALL),
-    re.compile(r"^\((.*)\)$", re.DOTALL),
 )
+# Parentheses wrap an answer unless it has a comma: "(3,100)" is a pair or an interval, not 3100.
+_PARENTHESES = re.compile(r"^\(([^,]*)\)$", re.DOTALL)
 # A leading "x =", or a currency sign: "\$" or a "$" that no later "$" closes as math.
 _PREFIX = re.compile(r"^(?:[A-Za-z]\s*=|\\\$|\$(?!.*\$))\s*", re.DOTALL)
 _MARK_SUFFIX = re.compile(r"(?:[.,;]|\\?%|\^\s*\{?\s*\\circ\s*\}?|\N{DEGREE SIGN})$")
@@ -193,15 +198,31 @@ def _unit_words(match: re.Match) -> list[str] | None:
     return words if all(w in UNIT_WORDS for w in words) else None
 
 
+def _balanced(text: str) -> bool:
+    """Whether every ``(`` and ``{`` of ``text`` closes and nothing closes that did not open."""
+    for opening, closing in ("()", "{}"):
+        depth = 0
+        for ch in text:
+            depth += (ch == opening) - (ch == closing)
+            if depth < 0:
+                return False
+        if depth:
+            return False
+    return True
+
+
 def bare_answer(text: str) -> str:
     """An answer without its wrappers, prefix, trailing marks and units (``"$x = 42$ cm"`` -> ``"42"``)."""
     s = text.strip().replace("\N{MINUS SIGN}", "-").replace("{,}", ",").replace("\\,", ",")
+    # LaTeX spacing: "10,\!000" is MATH's way of writing 10000, "42\ \text{cm}" a number and its unit.
+    s = s.replace("\\!", "").replace("\\ ", " ").replace("\\;", " ").replace("\\:", " ")
     unit_words = 0
     for _ in range(12):  # each pass strips one layer of each kind; twelve covers any realistic nesting
         before = s
-        for wrapper in _WRAPPERS:
+        for wrapper in (*_WRAPPERS, _PARENTHESES):
             match = wrapper.match(s)
-            if match:
+            # Only a wrapper around the whole answer: "(6)(7)" starts and ends with parentheses, not in one.
+            if match and _balanced(match.group(1)):
                 s = match.group(1).strip()
         s = _PREFIX.sub("", s)
         s = _MARK_SUFFIX.sub("", s).strip()

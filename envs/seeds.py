@@ -7,6 +7,7 @@ test task is ever trained on (one suite's test seeds overlapped its training see
 from __future__ import annotations
 
 import hashlib
+import numbers
 
 TRAIN = range(0, 10_000_000)
 VALIDATION = range(10_000_000, 10_100_000)
@@ -25,7 +26,11 @@ def seeds(split: str, count: int, *, offset: int = 0) -> list[int]:
     if split not in SPLITS:
         raise ValueError(f"unknown split {split!r}; choose from {sorted(SPLITS)}")
     seed_range = SPLITS[split]
-    if offset < 0 or offset + count > len(seed_range):
+    # A negative count would slice from the end: seeds("train", -1) would be 9,999,999 seeds.
+    for name, value in (("count", count), ("offset", offset)):
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
+            raise ValueError(f"{name} must be an integer >= 0, got {value!r}")
+    if offset + count > len(seed_range):
         raise ValueError(f"{split} holds {len(seed_range)} seeds; asked for {count} after offset {offset}")
     return list(seed_range[offset : offset + count])
 

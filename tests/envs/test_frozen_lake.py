@@ -246,6 +246,15 @@ def test_make_with_bad_arguments_raises_the_envs_own_error(env_id):
         gym.make(env_id, size="4")
 
 
+def test_an_image_too_large_to_draw_is_rejected_in_init():
+    # Each argument is in its range, but 20 x 256 = 5120-pixel sides: gigabytes a step (24 GB at 128 x 256).
+    with pytest.raises(ValueError, match=r"size \* cell_pixels .* at most 4096 pixels, got 20 \* 256 = 5120"):
+        FrozenLakeVisionEnv(size=20, cell_pixels=256)
+    with pytest.raises(ValueError, match=r"size \* cell_pixels"):
+        FrozenLakeEnv(size=20, cell_pixels=256, render_mode="rgb_array")
+    assert FrozenLakeEnv(size=20, cell_pixels=256).cell_pixels == 256  # text only: no image is drawn
+
+
 def test_smallest_tiles_render():
     env = FrozenLakeVisionEnv(cell_pixels=5, render_mode="rgb_array")
     obs, _ = env.reset(seed=0)

@@ -198,6 +198,10 @@ def test_symbolic_answers(case):
         ("Answer: 42\nI hope this helps.", "42", False, "answer_line"),
         ("Answer: 41\nwait\n\\boxed{42} is right\ndone", "42", False, "boxed"),
         ("\\boxed{41}\nAnswer: 42 is it\nthanks", "42 is it", False, "answer_line"),
+        # Lenient: the later of the two on one line, whatever their content ("43" > "42" decided it before).
+        ("\\boxed{43} then Answer: 42\nthanks", "42", False, "answer_line"),
+        ("x\n\\boxed{9} so Answer: 1\nthanks", "1", False, "answer_line"),
+        ("Answer: 1 or \\boxed{9}\nthanks", "9", False, "boxed"),
         ("\\boxed{\\frac{1}{2}}", "\\frac{1}{2}", True, "boxed"),
         ("\\fbox{7}", "7", True, "boxed"),
     ],
@@ -282,6 +286,49 @@ def test_integer_expression_keeps_only_arithmetic_of_integers():
     assert integer_expression("2^{10}") == "2^{10}"
     for answer in ("42 or 43", "41 = 42", "4 2", "42, 43", "1.5 * 28", "x^2", "\\pi", "forty-two", ""):
         assert integer_expression(answer) is None, answer
+
+
+@pytest.mark.parametrize(
+    ("pred", "gold"),
+    [
+        ("10,\\!000", "10000"),
+        ("1,\\!000,\\!000", "1000000"),
+        ("42\\ \\text{cm}", "42"),
+        ("42\\;\\text{cm}", "42"),
+    ],
+)
+def test_latex_spacing_is_not_part_of_an_integer(pred, gold):
+    # MATH writes 10000 as "10,\!000"; DAPO's (Minerva's) normalisation drops "\!", "\ " and "\;".
+    assert parse_integer(pred) == int(gold)
+    assert is_equivalent(pred, gold)
+
+
+@pytest.mark.parametrize(
+    ("pred", "gold"),
+    [("(1+2)(3+4)", "21"), ("(1)+(2)", "3"), ("(2+3)\\cdot(4+5)", "45"), ("{2}^{10}", "1024")],
+)
+def test_brackets_that_open_and_close_apart_are_no_wrapper(pred, gold):
+    # "(1+2)(3+4)" starts with "(" and ends with ")", but stripping them left "1+2)(3+4", never equal.
+    assert integer_expression(pred) == pred
+    assert is_equivalent(pred, gold)
+
+
+@pytest.mark.parametrize(
+    ("pred", "gold", "expected"),
+    [
+        ("3100", "(3,100)", False),
+        ("(3,100)", "3100", False),
+        ("(3, 100)", "(3,100)", True),
+        ("(42)", "42", True),
+    ],
+)
+def test_a_pair_or_interval_is_no_integer(pred, gold, expected):
+    # Stripping the parentheses of "(3,100)" read the interval as the grouped integer 3,100.
+    assert is_equivalent(pred, gold) is expected
+
+
+def test_a_text_wrapper_followed_by_a_unit_in_text():
+    assert parse_integer("\\text{42}\\text{ cm}") == 42
 
 
 def test_worker_kills_a_stuck_check_from_a_non_main_thread():

@@ -37,3 +37,9 @@ def test_train_and_test_tasks_differ(env_id):
     train, test = first_observations("train"), first_observations("test")
     assert len(train) >= 95 and len(test) >= 95
     assert not train & test  # splits by content (tests/envs/test_splits.py has the full check)
+
+
+@pytest.mark.parametrize(("count", "offset"), [(-1, 0), (-3, 10), (2.5, 0), (1, -1), (True, 0)])
+def test_seeds_rejects_a_count_or_offset_that_is_no_natural_number(count, offset):
+    with pytest.raises(ValueError, match="count|offset"):
+        seeds("train", count, offset=offset)
