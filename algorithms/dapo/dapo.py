@@ -33,6 +33,7 @@ from algorithms.dapo.config import DAPOConfig, evaluation_task_checks
 from algorithms.dapo.dynamic_sampling import DynamicSampler
 from algorithms.dapo.evaluation import summarize_episodes
 from algorithms.dapo.groups import DYNAMIC_SAMPLING_METRICS, shape_and_score_group
+from algorithms.dapo.overlong import is_overlong
 from algorithms.dapo.remote_rollouts import (
     InFlightRollout,
     launch_rollout,
@@ -108,7 +109,8 @@ class DAPO(Algorithm):
                 self._learn(fresh, weights=None, tag="fresh")
             if backfill is not None:
                 self._learn_replayed(backfill, tag="backfill")
-            self._learn_from_replay(batch_size=len(fresh) + (0 if backfill is None else len(backfill)))
+            backfilled = 0 if backfill is None else len(backfill)
+            self._learn_from_replay(batch_size=len(fresh) + backfilled, backfilled=backfilled)
             self._store(fresh)
 
         with self._timer("timing/weight_sync_s"):
@@ -309,7 +311,9 @@ class DAPO(Algorithm):
         # Every learner runs every step (DDP), so any one learner's count is the run's.
         self._optimizer_steps = results[0][1]
 
-    def _learn_from_replay(self, batch_size: int) -> None:
+    def _learn_from_replay(self, batch_size: int, backfilled: int = 0) -> None:
+        """K replay passes of ``batch_size`` (the iteration's batch, ``backfilled`` of it from the buffer) and
+        replay/fraction, the share of the iteration's samples drawn from the buffer, backfill included."""
         if self._replay is None or len(self._replay) == 0:
             self.metrics.log_value("replay/fraction", 0.0, reduce="mean")
             return
@@ -318,7 +322,8 @@ class DAPO(Algorithm):
             sample = self._replay.sample(batch_size, self._age_clock())
             self._learn_replayed(sample, tag="replay")
             replayed += len(sample)
-        self.metrics.log_value("replay/fraction", replay_fraction(batch_size, replayed), reduce="mean")
+        fraction = replay_fraction(batch_size - backfilled, replayed + backfilled)
+        self.metrics.log_value("replay/fraction", fraction, reduce="mean")
 
     def _learn_replayed(self, sample: ReplaySample, tag: str) -> None:
         """One pass on a batch drawn from the buffer, weighted by its IS weights."""
@@ -331,9 +336,12 @@ class DAPO(Algorithm):
             self.metrics.log_value(key, value, reduce="mean")
 
     def _store(self, fresh: list[Trajectory]) -> None:
-        """Only groups that survived dynamic sampling enter the buffer (FreshPER section 3)."""
+        """Only groups that survived dynamic sampling enter the buffer (FreshPER section 3), less the episodes
+        overlong filtering masks (DAPO section 3.4): a replayed one would take a draw and train nothing."""
         if self._replay is None:
             return
+        if self.config.overlong_filtering:
+            fresh = [t for t in fresh if not is_overlong(t, self.config.overlong_scope)]
         signals = (
             None if self.config.replay_insert_at_max_priority else [self._priority_signal(t) for t in fresh]
         )
