@@ -318,15 +318,23 @@ def test_the_rest_adds_its_weight_gradients_before_the_prefix_backward(
         assert counts == {1 if distributed else 2}
 
 
-def test_an_in_process_engine_leaves_the_prefix_backward_separate(
-    lm_engine, lm_path: Path, shared_prefix_batch
+def test_a_process_group_of_one_leaves_the_prefix_backward_separate(
+    lm_path: Path, shared_prefix_batch, tmp_path: Path
 ):
-    """vLLM sets up a torch.distributed group of one in the learner's process (EnvRunner and learner in one
-    process, as in every CPU run); that is no DDP, and the separate backward stays."""
-    assert torch.distributed.is_initialized() and torch.distributed.get_world_size() == 1
-    ids, mask = shared_prefix_batch
-    model = AutoModelForCausalLM.from_pretrained(lm_path, dtype=torch.float32)
-    assert _decoder_accumulations(model, ids, mask, share_prefix=True) == {2}
+    """An in-process vLLM engine sets up a torch.distributed group of one in the learner's process (EnvRunner
+    and learner in one process, as in every CPU run); that is no DDP, and the separate backward stays."""
+    dist = torch.distributed
+    created = not dist.is_initialized()
+    if created:
+        dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'group'}", rank=0, world_size=1)
+    try:
+        assert dist.get_world_size() == 1
+        ids, mask = shared_prefix_batch
+        model = AutoModelForCausalLM.from_pretrained(lm_path, dtype=torch.float32)
+        assert _decoder_accumulations(model, ids, mask, share_prefix=True) == {2}
+    finally:
+        if created:
+            dist.destroy_process_group()
 
 
 @pytest.mark.parametrize("distributed", [False, True], ids=["separate", "joint (DDP)"])
