@@ -102,10 +102,14 @@ class SokobanEnv(MultiTurnEnv):
     ```
     ``difficulty``: ``"simple"`` (6x6 room, 1 box, 4-12 moves, 5 turns of up to 5 moves) or ``"hard"`` (8x8,
     2 boxes, 10-30 moves, 10 turns of up to 5 moves; ``freshrl/SokobanHard-v0``). Each ``None`` argument
-    takes the difficulty's. ``dim``: a (height, width) pair of integers >= 3 whose search space (interior
-    cells x box placements) is at most :data:`~envs.sokoban_levels.MAX_SEARCH_STATES` = 3,000,000: up to 4
-    boxes at 8x8, 3 at 10x10, 2 at 12x12. ``num_boxes``: 1 to the interior minus 2. ``1 <=
-    min_solution_length <= max_solution_length``. ``max_turns``, ``max_actions_per_turn``: at least 1.
+    takes the difficulty's. ``dim``: a (height, width) pair of integers >= 3 whose interior, (height - 2) x
+    (width - 2), has 9 to 100 cells (5x5 to 12x12, or longer and narrower, such as 4x52). ``num_boxes``: 1 to
+    one per 5 interior cells (one if height or width is 3), with a search space (interior cells x box
+    placements) of at most :data:`~envs.sokoban_levels.MAX_SEARCH_STATES` = 3,000,000: up to 4 boxes at 8x8, 3
+    at 10x10, 2 at 12x12. ``min_solution_length``: 1 to (num_boxes + 1) / 5 of the interior cells.
+    ``max_solution_length``: at least ``min_solution_length``, and at least 1, 3, 8, 12 or 21 for 1 to 5
+    boxes. These bounds are measured so that every accepted setting makes levels for seeds of every split
+    (:func:`~envs.sokoban_levels.check_level_settings`). ``max_turns``, ``max_actions_per_turn``: at least 1.
     ``render_mode``: ``None``, ``"ansi"`` (the map) or ``"rgb_array"`` (``cell_pixels`` pixels per cell, an
     integer in [5, 256]). Every argument is checked here, with a ``ValueError`` naming it and its range.
 

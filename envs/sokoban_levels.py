@@ -22,6 +22,10 @@ identical boxes (``rank`` is the combinatorial number system of the sorted box c
 numba over flat arrays. Both searches allocate arrays of ``n * C(n, k)`` states, so a room's state count is
 bounded by :data:`MAX_SEARCH_STATES` (:func:`check_search_size`).
 
+Settings are checked up front (:func:`check_level_settings`) against bounds measured on this generator: the
+room size it can dig, the boxes a room takes and the solution lengths its rooms reach, so that every accepted
+setting makes levels of all three splits.
+
 Solving (:func:`solve`): a forward BFS over the same encoding from any state, returning a shortest action list
 (fewest moves). Actions are ``"Up"``, ``"Down"``, ``"Left"``, ``"Right"``.
 """
@@ -62,6 +66,25 @@ _P_CHANGE_DIRECTION = 0.35
 # 120 MB (k = 3). It allows 8x8 rooms with up to 4 boxes, 10x10 with 3 and 12x12 with 2; 12x12 with 4 boxes
 # would need 392 million states (38 GB).
 MAX_SEARCH_STATES = 3_000_000
+
+# The bounds below are measured: for each of the 937 dim/box-count pairs they accept (both orientations),
+# 300 rooms with targets were dug and fully reverse-played. Every pair digs a room in at least 2.4% of walks,
+# and at every length from MIN_MAX_LENGTH to longest_min_length at least 5% of its rooms have a level of
+# exactly that length, so generate_level (1000 tries) practically never fails. SokobanEnv resets then took at
+# most 0.3 s (one process) for seeds of all three splits, at the 120 weakest or slowest of those windows
+# [L, L] (30 seeds a split) and at every window of interiors under 17 cells (100 seeds a split), where the few
+# rooms are split by content hash.
+#
+# Interior cells, (height - 2) * (width - 2). The walker (1.7 * (height + width) steps) digs half of a larger
+# interior too rarely: 12x12 (100 cells) in 5% of walks, 13x13 in 2%, 14x14 in 0.3%, 15x15 never (a room draw
+# gives up after 1000 walks); a 3x102 corridor in 2.4%. Below 9 cells there are so few rooms that some split
+# has none with a level of some length (3x5, 3x10, 4x5).
+MIN_INTERIOR, MAX_INTERIOR = 9, 100
+# Interior cells per box: with more boxes, too few rooms have a state with every box off its target.
+INTERIOR_PER_BOX = 5
+# By box count (1 to 5; MAX_SEARCH_STATES allows no more), the least max_solution_length: every box must be
+# pulled off its target, and two-row rooms (height or width 4) need the most moves for that.
+MIN_MAX_LENGTH = {1: 1, 2: 3, 3: 8, 4: 12, 5: 21}
 
 
 def search_states(n_floor: int, num_boxes: int) -> int:
@@ -353,19 +376,63 @@ def room_content(room: Room) -> str:
     return grid_text(chars)
 
 
+def max_boxes(dim: tuple[int, int]) -> int:
+    """The most boxes a room of ``dim`` takes: one per :data:`INTERIOR_PER_BOX` interior cells, and one in a
+    corridor (height or width 3), where the player cannot pass a box to pull the next one off its target."""
+    if min(dim) == 3:
+        return 1
+    return max(1, (dim[0] - 2) * (dim[1] - 2) // INTERIOR_PER_BOX)
+
+
+def longest_min_length(dim: tuple[int, int], num_boxes: int) -> int:
+    """The largest ``min_length`` for ``dim`` and ``num_boxes``: ``(num_boxes + 1) / 5`` of the interior.
+
+    Measured (see :data:`MIN_INTERIOR`): the longest length that 5% of rooms reach is at least 0.44, 0.71,
+    1.06, 1.35 and 1.46 times the interior cells for 1 to 5 boxes (the least in the largest or two-row rooms).
+    """
+    return (num_boxes + 1) * (dim[0] - 2) * (dim[1] - 2) // 5
+
+
 def check_level_settings(dim: tuple[int, int], num_boxes: int, min_length: int, max_length: int) -> None:
-    """Raise ``ValueError`` naming the setting unless levels of these settings can be generated."""
+    """Raise ``ValueError`` naming the setting, its range and the fix unless levels of these settings can be
+    generated for seeds of every split (the measured bounds at :data:`MIN_INTERIOR`)."""
     if not (isinstance(dim, tuple | list) and len(dim) == 2):
         raise ValueError(f"dim must be a (height, width) pair of integers >= 3, got {dim!r}")
     height, width = (check_int("dim", side, 3) for side in dim)
+    dim = (height, width)
     interior = (height - 2) * (width - 2)
-    # A room keeps at least num_boxes + 2 floor cells (generate_level), and at most its interior.
-    check_int(f"num_boxes (for dim={(height, width)})", num_boxes, 1, max(1, interior - 2))
-    if interior < 3:
-        raise ValueError(f"dim={(height, width)} has {interior} interior cells; a level needs at least 3")
+    if not MIN_INTERIOR <= interior <= MAX_INTERIOR:
+        raise ValueError(
+            f"dim={dim} has {interior} interior cells ((height - 2) * (width - 2)); rooms need "
+            f"{MIN_INTERIOR} to {MAX_INTERIOR} (envs.sokoban_levels.MIN_INTERIOR, MAX_INTERIOR: the digger "
+            f"rarely fills a larger one, and a smaller one has too few rooms for every split); use a dim in "
+            f"that range, such as (5, 5) to (12, 12), (6, 27) or (4, 52)"
+        )
+    most = max_boxes(dim)
+    check_int(f"num_boxes (for dim={dim})", num_boxes, 1)
+    if num_boxes > most:
+        raise ValueError(
+            f"num_boxes (for dim={dim}) must be an integer in [1, {most}], got {num_boxes}: a room takes one "
+            f"box per {INTERIOR_PER_BOX} interior cells (one in a corridor of height or width 3); use fewer "
+            f"boxes or a larger dim"
+        )
+    check_search_size(dim, num_boxes)
     check_int("min_solution_length", min_length, 1)
+    longest = longest_min_length(dim, num_boxes)
+    if min_length > longest:
+        raise ValueError(
+            f"min_solution_length (for dim={dim}, num_boxes={num_boxes}) must be an integer in "
+            f"[1, {longest}], got {min_length}: too few rooms have a level that long ((num_boxes + 1) / 5 of "
+            f"the {interior} interior cells); use a smaller min_solution_length or a larger dim"
+        )
     check_int("max_solution_length", max_length, min_length)
-    check_search_size((height, width), num_boxes)
+    least = MIN_MAX_LENGTH[num_boxes]
+    if max_length < least:
+        raise ValueError(
+            f"max_solution_length (for num_boxes={num_boxes}) must be an integer >= {least}, got "
+            f"{max_length}: too few rooms have a level that short (each box must leave its target); use a "
+            f"larger max_solution_length or fewer boxes"
+        )
 
 
 def generate_level(
@@ -382,9 +449,9 @@ def generate_level(
 
     Solvable by construction (reverse play from the solved state); no box starts on a target; at least half
     of the room's interior is floor. With ``split`` (a split of ``envs.seeds``), only rooms whose
-    :func:`room_content` hashes to that split are used. Raises ``ValueError`` for settings that cannot work
-    or exceed :data:`MAX_SEARCH_STATES` (:func:`check_level_settings`), and ``RuntimeError`` if ``max_tries``
-    rooms in a row have no such state.
+    :func:`room_content` hashes to that split are used. Raises ``ValueError`` for settings outside the
+    measured bounds or over :data:`MAX_SEARCH_STATES` (:func:`check_level_settings`), and ``RuntimeError`` if
+    ``max_tries`` rooms in a row have no such state (for accepted settings, practically never).
     """
     check_level_settings(dim, num_boxes, min_length, max_length)
     dim = (int(dim[0]), int(dim[1]))

@@ -11,9 +11,11 @@ from envs.seeds import seeds
 from envs.sokoban import DIFFICULTIES, SokobanEnv
 from envs.sokoban_levels import (
     MAX_SEARCH_STATES,
+    MIN_MAX_LENGTH,
     Level,
     generate_level,
     level_from_text,
+    longest_min_length,
     search_states,
     solve,
 )
@@ -225,9 +227,98 @@ def test_a_setting_too_large_to_search_fails_fast_naming_it():
 @pytest.mark.parametrize(("dim", "num_boxes"), [((8, 8), 4), ((10, 10), 3), ((12, 12), 2)])
 def test_the_largest_allowed_settings_generate(dim, num_boxes):
     assert search_states((dim[0] - 2) * (dim[1] - 2), num_boxes) <= MAX_SEARCH_STATES
-    env = SokobanEnv(dim=dim, num_boxes=num_boxes, min_solution_length=2, max_solution_length=6)
+    low = MIN_MAX_LENGTH[num_boxes]
+    env = SokobanEnv(dim=dim, num_boxes=num_boxes, min_solution_length=low, max_solution_length=low + 4)
     _, info = env.reset(seed=0)
-    assert len(env.level.boxes) == num_boxes and 2 <= info["optimal_length"] <= 6
+    assert len(env.level.boxes) == num_boxes and low <= info["optimal_length"] <= low + 4
+
+
+# Corners of the accepted region (envs.sokoban_levels.MIN_INTERIOR): the largest and the longest rooms, the
+# most boxes, the smallest interiors, and the shortest and longest exact solution lengths they allow.
+EXTREME_SETTINGS = [
+    ((12, 12), 1, "longest"),
+    ((12, 12), 2, "shortest"),
+    ((3, 102), 1, "longest"),
+    ((102, 3), 1, "shortest"),
+    ((4, 52), 2, "shortest"),
+    ((6, 27), 2, "longest"),
+    ((16, 4), 5, "shortest"),
+    ((10, 10), 3, "longest"),
+    ((5, 5), 1, "longest"),
+    ((3, 11), 1, "longest"),
+]
+
+
+@pytest.mark.parametrize(("dim", "num_boxes", "end"), EXTREME_SETTINGS)
+def test_extreme_accepted_settings_make_levels_of_every_split(dim, num_boxes, end):
+    # A window of one length, at either end of the allowed range: the hardest window these settings accept.
+    length = longest_min_length(dim, num_boxes) if end == "longest" else MIN_MAX_LENGTH[num_boxes]
+    env = SokobanEnv(dim=dim, num_boxes=num_boxes, min_solution_length=length, max_solution_length=length)
+    for split in ("train", "validation", "test"):
+        _, info = env.reset(seed=seeds(split, 1, offset=3)[0])
+        assert env.level.walls.shape == dim and len(env.level.boxes) == num_boxes
+        assert info["optimal_length"] == length
+
+
+def test_every_accepted_setting_makes_levels_of_every_split():
+    # Random settings, drawn wide and kept when __init__ accepts them: each must then reset for every split
+    # (15x15 rooms, 3 boxes in a corridor or a 40-move minimum in 6x6 were accepted and never generated).
+    rng = np.random.default_rng(0)
+    accepted = []
+    while len(accepted) < 12:
+        height, width = (int(side) for side in rng.integers(3, 40, size=2))
+        num_boxes = int(rng.integers(1, 6))
+        min_length = int(rng.integers(1, 60))
+        settings = {
+            "dim": (height, width),
+            "num_boxes": num_boxes,
+            "min_solution_length": min_length,
+            "max_solution_length": min_length + int(rng.integers(0, 4)),
+        }
+        try:
+            env = SokobanEnv(**settings)
+        except ValueError:
+            continue
+        accepted.append(settings)
+        low, high = settings["min_solution_length"], settings["max_solution_length"]
+        for split in ("train", "validation", "test"):
+            _, info = env.reset(seed=seeds(split, 1, offset=len(accepted))[0])
+            assert low <= info["optimal_length"] <= high
+    assert len({s["dim"] for s in accepted}) >= 8
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"dim": (15, 15)}, r"dim=\(15, 15\) has 169 interior cells .* rooms need 9 to 100"),
+        ({"dim": (13, 13)}, r"dim=\(13, 13\) has 121 interior cells"),
+        ({"dim": (3, 40), "num_boxes": 1}, None),
+        ({"dim": (3, 105)}, r"dim=\(3, 105\) has 103 interior cells"),
+        ({"dim": (4, 30), "num_boxes": 2, "min_solution_length": 3, "max_solution_length": 3}, None),
+        ({"dim": (20, 6), "num_boxes": 2, "min_solution_length": 43, "max_solution_length": 43}, None),
+        ({"dim": (30, 6)}, r"dim=\(30, 6\) has 112 interior cells"),
+        ({"dim": (3, 10)}, r"dim=\(3, 10\) has 8 interior cells"),
+        ({"dim": (4, 4)}, r"dim=\(4, 4\) has 4 interior cells"),
+        ({"dim": (3, 40), "num_boxes": 2}, r"num_boxes \(for dim=\(3, 40\)\) must be an integer in \[1, 1\]"),
+        ({"num_boxes": 4}, r"num_boxes \(for dim=\(6, 6\)\) must be an integer in \[1, 3\].*fewer boxes"),
+        (
+            {"min_solution_length": 7, "max_solution_length": 20},
+            r"min_solution_length \(for dim=\(6, 6\), num_boxes=1\) must be an integer in \[1, 6\], got 7",
+        ),
+        (
+            {"difficulty": "hard", "min_solution_length": 1, "max_solution_length": 2},
+            r"max_solution_length \(for num_boxes=2\) must be an integer >= 3, got 2",
+        ),
+    ],
+)
+def test_settings_that_cannot_make_levels_are_rejected_in_init(settings, message):
+    # Rooms over 100 interior cells were accepted but never dug (15x15 in none of 1000 walks), and rooms under
+    # 9 leave a split without levels; None marks settings at the edge that are accepted.
+    if message is None:
+        SokobanEnv(**settings)
+        return
+    with pytest.raises(ValueError, match=message):
+        SokobanEnv(**settings)
 
 
 def test_solving_a_level_too_large_to_search_is_a_clear_error():
@@ -275,13 +366,13 @@ def test_levels_without_a_wall_border_or_already_solved_are_rejected():
         ({"dim": (6, "6")}, r"dim must be an integer >= 3"),
         ({"dim": (2, 6)}, r"dim must be an integer >= 3, got 2"),
         ({"dim": (6, 6, 6)}, r"dim must be a \(height, width\) pair"),
-        ({"num_boxes": 0}, r"num_boxes \(for dim=\(6, 6\)\) must be an integer in \[1, 14\], got 0"),
-        ({"num_boxes": 15}, r"num_boxes \(for dim=\(6, 6\)\) must be an integer in \[1, 14\]"),
+        ({"num_boxes": 0}, r"num_boxes \(for dim=\(6, 6\)\) must be an integer >= 1, got 0"),
+        ({"num_boxes": 15}, r"num_boxes \(for dim=\(6, 6\)\) must be an integer in \[1, 3\]"),
         ({"num_boxes": "1"}, r"num_boxes .* must be an integer"),
         ({"min_solution_length": 0}, r"min_solution_length must be an integer >= 1"),
         (
-            {"min_solution_length": 9, "max_solution_length": 8},
-            r"max_solution_length must be an integer >= 9",
+            {"min_solution_length": 5, "max_solution_length": 4},
+            r"max_solution_length must be an integer >= 5",
         ),
         ({"max_turns": 0}, r"max_turns must be an integer >= 1"),
         ({"max_turns": "5"}, r"max_turns must be an integer >= 1"),
