@@ -53,14 +53,21 @@ def exact_match(prediction: str, answers: Sequence[str]) -> bool:
     return any(predicted == normalize_answer(a) for a in answers)
 
 
-def format_passages(passages: Sequence[Passage]) -> str:
-    """Search-R1's observation: ``<information>Doc 1 (Title: ...) text\\n...</information>``."""
+def format_passages(passages: Sequence[Passage], max_chars: int = MAX_TEXT_CHARS) -> str:
+    """Search-R1's observation: ``<information>Doc 1 (Title: ...) text\\n...</information>``, at most
+    ``max_chars`` characters: the passages past them are cut or left out, never the closing tag."""
     if not passages:
         return "<information>No results.</information>"
-    lines = []
+    lines: list[str] = []
+    room = max_chars - len("<information></information>")
     for rank, passage in enumerate(passages, start=1):
+        room -= bool(lines)  # the newline before it
+        if room <= 0:
+            break
         text = passage.text[:PASSAGE_CHARS]
-        lines.append(f"Doc {rank} (Title: {passage.title}) {text}" if passage.title else f"Doc {rank} {text}")
+        line = f"Doc {rank} (Title: {passage.title}) {text}" if passage.title else f"Doc {rank} {text}"
+        lines.append(line[:room])
+        room -= len(lines[-1])
     return "<information>" + "\n".join(lines) + "</information>"
 
 
@@ -309,7 +316,7 @@ class NQSearchEnv(MultiTurnEnv):
             message = f"Search limit reached ({self.max_searches}). Answer with <answer>answer</answer>."
             return Outcome(0.0, message, effective=False, info={"query": content})
         try:
-            observation = format_passages(self.retriever.search([content], self.topk)[0])[:MAX_TEXT_CHARS]
+            observation = format_passages(self.retriever.search([content], self.topk)[0])
         except Exception as exc:  # a retriever that is down or broken must not end the rollout
             self.search_failures += 1
             self._history.append(f"search failed: {_echo(content)}")

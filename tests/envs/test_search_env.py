@@ -19,10 +19,18 @@ from hypothesis import strategies as st
 import envs  # noqa: F401  (registers the envs)
 from envs.base import MAX_TEXT_CHARS
 from envs.retrieval import RetrievalError
+from envs.retrieval.base import Passage
 from envs.retrieval.bm25 import BM25Retriever
 from envs.retrieval.http_client import HTTPRetriever
 from envs.retrieval.server import RetrievalServer
-from envs.search import NQSearchEnv, _parse_action, exact_match, normalize_answer, synthetic_setup
+from envs.search import (
+    NQSearchEnv,
+    _parse_action,
+    exact_match,
+    format_passages,
+    normalize_answer,
+    synthetic_setup,
+)
 from envs.search_data import SearchQuestion, load_questions, make_world, oracle_responses
 from envs.seeds import SPLITS, seeds
 
@@ -509,3 +517,16 @@ def test_ansi_render_shows_the_question_and_the_searches():
     assert (
         env.question.question in rendered and "Searches: 1/3" in rendered and "search: some query" in rendered
     )
+
+
+def test_results_past_the_observation_limit_are_cut_not_the_closing_tag():
+    # 50 passages of 1500 characters are more than MAX_TEXT_CHARS: the cut used to take "</information>".
+    passages = [Passage(f'"Title {i}"\n' + "x" * 2000) for i in range(50)]
+    observation = format_passages(passages)
+    assert len(observation) <= MAX_TEXT_CHARS
+    assert observation.startswith("<information>Doc 1 (Title: Title 0) x")
+    assert observation.endswith("x</information>") and observation.count("</information>") == 1
+    short = format_passages(passages[:3], max_chars=60)
+    assert short == "<information>Doc 1 (Title: Title 0) xxxxxxxxxx</information>"
+    assert len(short) == 60
+    assert format_passages(passages[:2]) == format_passages(passages[:2], max_chars=10**9)
