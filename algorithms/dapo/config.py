@@ -129,6 +129,9 @@ class DAPOConfig(AlgorithmConfig):
         self.loss_agg_mode = "token-mean"  # DAPO section 3.3, Eq. 12
         self.kl_coef = 0.0  # DAPO section 2.3 removes the KL term
         self.advantage_eps = 1e-6
+        # (R - mean) / (std + eps), DAPO Eq. 9; False: Dr. GRPO's R - mean (Liu et al., 2025, section 3.1),
+        # which with loss_agg_mode="seq-mean-token-sum-norm" is the whole of Dr. GRPO's objective.
+        self.advantage_std_normalize = True
 
         # Dynamic sampling (DAPO section 3.2): keep groups with 0 < #correct < G.
         self.dynamic_sampling = True
@@ -244,6 +247,7 @@ class DAPOConfig(AlgorithmConfig):
         loss_agg_mode: str = NotProvided,
         kl_coef: float = NotProvided,
         advantage_eps: float = NotProvided,
+        advantage_std_normalize: bool = NotProvided,
         dynamic_sampling: bool = NotProvided,
         dynamic_sampling_metric: str = NotProvided,
         max_generation_batches: int = NotProvided,
@@ -367,6 +371,10 @@ class DAPOConfig(AlgorithmConfig):
                 "sample_groups(top_p=...)), as DAPO evaluates with top-p 0.7",
             ),
             (self.loss_agg_mode in LOSS_AGG_MODES, f"loss_agg_mode must be one of {LOSS_AGG_MODES}"),
+            (
+                isinstance(self.advantage_std_normalize, bool),
+                f"advantage_std_normalize must be True or False, got {self.advantage_std_normalize!r}",
+            ),
             (self.replay_mode in REPLAY_MODES, f"replay mode must be one of {REPLAY_MODES}"),
             (self.replay_priority in PRIORITY_SIGNALS, f"replay priority must be one of {PRIORITY_SIGNALS}"),
             (self.replay_age_unit in AGE_UNITS, f"replay age_unit must be one of {AGE_UNITS}"),

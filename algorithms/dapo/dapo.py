@@ -134,6 +134,7 @@ class DAPO(Algorithm):
                 max_response_tokens=self.config.max_response_tokens,
                 overlong_cache_len=self.config.overlong_cache_len,
                 advantage_eps=self.config.advantage_eps,
+                advantage_std_normalize=self.config.advantage_std_normalize,
             )
         return groups
 

@@ -20,6 +20,7 @@ def shape_and_score_group(
     max_response_tokens: int,
     overlong_cache_len: int,
     advantage_eps: float,
+    advantage_std_normalize: bool = True,
 ) -> None:
     """Set ``reward`` and ``advantage`` of every trajectory of one group, in place.
 
@@ -27,13 +28,16 @@ def shape_and_score_group(
     ``overlong_scope``: algorithms/dapo/overlong.py). The penalty goes into the reward before group
     normalisation (DAPO section 3.4); it shapes the advantages inside a group but does not decide whether
     dynamic sampling keeps the group (``dynamic_sampling_metric``, by default success).
-    advantage = (R - mean_G) / (std_G + eps), 0 for all-equal groups.
+    advantage = (R - mean_G) / (std_G + eps), 0 for all-equal groups; R - mean_G without
+    ``advantage_std_normalize`` (Dr. GRPO).
     """
     rewards = np.array([t.episode_return for t in group], dtype=np.float64)
     if overlong_punishment:
         lengths = [overlong_length(t, overlong_scope, max_response_tokens) for t in group]
         rewards += [float(soft_overlong_penalty(y, l_max, overlong_cache_len)) for y, l_max in lengths]
-    advantages = group_advantages(rewards[None, :], eps=advantage_eps)[0]
+    advantages = group_advantages(rewards[None, :], eps=advantage_eps, std_normalize=advantage_std_normalize)[
+        0
+    ]
     for trajectory, reward, advantage in zip(group, rewards, advantages, strict=True):
         trajectory.reward = float(reward)
         trajectory.advantage = float(advantage)

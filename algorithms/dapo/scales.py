@@ -39,8 +39,9 @@ TINY_SCALE: dict[str, Any] = {
 # default unit). The paper-scale tau (500) over a buffer spanning a few iterations would make FreshPER ~ PER:
 # here the buffer holds 8 iterations' batches and tau is 4 iterations (half-life 2.8), so at sampling the
 # freshest items (age 1) have exp(7/4) = 5.8x the priority of the oldest (age 8, decay factor 0.14), and beta
-# reaches 1 at iteration 20 (0.97 in the last of the default job's 20, which count from 0). Measured on a simulated FrozenLake stream
-# (tests/replay/test_replay_defaults.py): mean IS weight ~0.56 over 20 iterations, ~0.43 at beta ~1.
+# reaches 1 at iteration 20 (0.97 in the last of the default job's 20, which count from 0). Measured on a
+# simulated FrozenLake stream (tests/replay/test_replay_defaults.py): mean IS weight ~0.56 over 20
+# iterations, ~0.43 at beta ~1.
 TINY_REPLAY: dict[str, Any] = {
     "tau": 4.0,
     "capacity": 256,

@@ -56,3 +56,35 @@ def test_invalid_inputs_raise():
         group_advantages(np.zeros((1, 2)), eps=-1.0)
     with pytest.raises(ValueError, match="ddof"):
         group_advantages(np.zeros((1, 2)), ddof=2)
+
+
+@pytest.mark.parametrize("std_normalize", [True, False])
+def test_the_algorithm_scores_groups_with_the_configured_advantages(std_normalize):
+    """DAPOConfig.advantage_std_normalize reaches the groups DAPO trains on: (R - mean) / (std + eps), or Dr.
+    GRPO's R - mean."""
+    from types import SimpleNamespace
+
+    from algorithms.dapo import DAPOConfig
+    from algorithms.dapo.dapo import DAPO
+    from algorithms.trajectory import Trajectory
+
+    config = DAPOConfig().training(advantage_std_normalize=std_normalize, overlong_punishment=False)
+    group = [
+        Trajectory([5, 6], [0, 1], [0.0, 0.0], [(1, 2)], [reward], ["stop"], 0, 0, 0, 0)
+        for reward in (1.0, 0.0, 0.0, 0.0)
+    ]
+    stub = SimpleNamespace(
+        config=config, _in_flight=None, _next_seeds=range, _rollout=lambda seeds: [group], _drop_stale=list
+    )
+    (scored,) = DAPO._generate_groups(stub, 1)
+    centred = np.array([0.75, -0.25, -0.25, -0.25])
+    expected = centred / (np.sqrt(0.1875) + config.advantage_eps) if std_normalize else centred
+    assert np.allclose([t.advantage for t in scored], expected)
+
+
+def test_advantage_std_normalize_is_validated():
+    from algorithms.dapo import DAPOConfig
+
+    config = DAPOConfig().environment("freshrl/FrozenLake-v0").training(advantage_std_normalize="no")
+    with pytest.raises(ValueError, match="advantage_std_normalize must be True or False"):
+        config.validate()
