@@ -35,10 +35,8 @@ def shape_and_score_group(
     if overlong_punishment:
         lengths = [overlong_length(t, overlong_scope, max_response_tokens) for t in group]
         rewards += [float(soft_overlong_penalty(y, l_max, overlong_cache_len)) for y, l_max in lengths]
-    advantages = group_advantages(rewards[None, :], eps=advantage_eps, std_normalize=advantage_std_normalize)[
-        0
-    ]
-    for trajectory, reward, advantage in zip(group, rewards, advantages, strict=True):
+    advantages = group_advantages(rewards[None, :], eps=advantage_eps, std_normalize=advantage_std_normalize)
+    for trajectory, reward, advantage in zip(group, rewards, advantages[0], strict=True):
         trajectory.reward = float(reward)
         trajectory.advantage = float(advantage)
 
