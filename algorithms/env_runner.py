@@ -1,6 +1,6 @@
 """MultiTurnEnvRunner: RLlib EnvRunner that runs GRPO groups of multi-turn episodes with a vLLM engine.
 
-RLlib's stock runner cannot batch text spaces (ARCHITECTURE.md section 6), so this one owns the loop: its
+RLlib's stock runner cannot batch text spaces (docs/design.md, section 6), so this one owns the loop: its
 inference-only policy module holds the vLLM engine and chat renderer, ``sample_groups`` runs
 :func:`algorithms.rollout.rollout_groups` for the task seeds the algorithm hands it, and weight syncs arrive
 through ``set_state`` like any RLlib runner's. Works as the local runner (0 remote runners) or as N remote

@@ -4,7 +4,7 @@ For each of P task seeds, G envs are reset as a GRPO group (:func:`envs.group.re
 each member its index, so slippery envs give members their own luck). Every turn, the conversations
 still running are rendered to token ids and generated in one engine call; each response is stepped in its
 env and the observation is appended as chat-template glue (loss mask 0). The result is one
-:class:`Trajectory` per episode (ARCHITECTURE.md section 3).
+:class:`Trajectory` per episode (docs/design.md, section 2).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The trajectory record: one episode, token-in / token-out (ARCHITECTURE.md section 3).
+"""The trajectory record: one episode, token-in / token-out (docs/design.md, section 2).
 
 ``token_ids`` are exactly what the policy saw and produced: prompt tokens, response-1 tokens as sampled,
 observation-1 tokens (chat-template glue included), response-2 tokens, ... A response is never decoded and
@@ -28,8 +28,8 @@ class Trajectory:
     collection_step: int
     policy_version: int
     success: bool = False
-    # The policy version that generated each response, one per turn (ARCHITECTURE.md section 3); empty when
-    # not recorded, then every turn is ``policy_version``'s.
+    # The policy version that generated each response, one per turn (staleness counts from the oldest);
+    # empty when not recorded, then every turn is ``policy_version``'s.
     turn_policy_versions: list[int] = field(default_factory=list)
     # The env ended the episode (goal, failure, answer) rather than the turn or context limit.
     terminated: bool = False

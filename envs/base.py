@@ -38,8 +38,8 @@ from envs.seeds import split_of_content
 
 INVALID_OUTPUT_POLICIES = ("noop", "reprompt", "terminate")
 
-# Penalty added to the reward of a turn whose output could not be used; GEM uses -0.1 for format errors
-# (shared/notes/anchors.md).
+# Penalty added to the reward of a turn whose output could not be used; GEM's environments use -0.1 for
+# format errors.
 DEFAULT_INVALID_PENALTY = -0.1
 
 MAX_TEXT_CHARS = 65_536

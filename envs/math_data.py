@@ -28,7 +28,7 @@ import numpy as np
 
 from envs.seeds import SPLITS, split_of_content
 
-# DAPO's instruction (shared/notes/anchors.md), appended to every problem that does not carry it already.
+# DAPO's instruction (the DAPO-Math-17K prompts'), appended to every problem that does not carry it already.
 PROMPT_SUFFIX = (
     "The last line of your response should be of the form Answer: $Answer (without quotes) "
     "where $Answer is the answer to the problem."

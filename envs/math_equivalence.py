@@ -163,7 +163,7 @@ _PREFIX = re.compile(r"^(?:[A-Za-z]\s*=|\\\$|\$(?!.*\$))\s*", re.DOTALL)
 _MARK_SUFFIX = re.compile(r"(?:[.,;]|\\?%|\^\s*\{?\s*\\circ\s*\}?|\N{DEGREE SIGN})$")
 
 # Words stripped after a number: the unit and count words of Minerva's answer normalisation (Lewkowycz et
-# al., 2022, appendix D; DAPO's verifier uses it, shared/notes/anchors.md), with singulars and the common SI
+# al., 2022, appendix D; DAPO's verifier in verl uses it), with singulars and the common SI
 # and imperial units of competition problems. Only these: any other trailing word ("42 is wrong", "42 not")
 # leaves the answer unreadable as an integer.
 _UNITS_BY_KIND = {

@@ -1,7 +1,7 @@
 """Disjoint seed ranges for training, validation and test tasks.
 
 ``reset(seed=s)`` fully determines a task, so a seed range is a task split. The ranges never overlap, so no
-test task is ever trained on (one suite's test seeds overlapped its training seeds: shared/notes/anchors.md).
+test task is ever trained on (an agent env suite's test seeds once overlapped its training seeds).
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ from envs.gridworld import DELTAS, compose_tiles, format_instruction, format_tur
 from envs.seeds import split_of_reset_seed
 from envs.sokoban_levels import Level, check_level_settings, generate_level, level_from_text, solve
 
-# gym-sokoban's rewards (shared/notes/anchors.md), per move.
+# gym-sokoban's rewards (its SokobanEnv), per move.
 STEP_PENALTY = -0.1
 BOX_ON_TARGET = 1.0
 BOX_OFF_TARGET = -1.0

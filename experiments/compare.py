@@ -58,9 +58,9 @@ MODE_LABELS = {
     "freshper_poly": "FreshPER (polynomial decay)",
 }
 # FreshPER's Table 1 (peak performance; REINFORCE++ backbone), as the authors' repository reports it:
-# task -> (metric, on-policy, standard PER, FreshPER). Quoted from ../shared/papers/freshper.md.
+# task -> (metric, on-policy, standard PER, FreshPER).
 # Arms beyond the replay modes: a replay mode with DAPOConfig keys on top. FreshPER with replay as backfill
-# (issue 15 item 2: a short batch filled from the buffer instead of training short).
+# (a short batch filled from the buffer instead of training short).
 VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
     "freshper+backfill": ("freshper", {"replay_backfill": True}),
 }
@@ -233,7 +233,8 @@ def aggregate(runs: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, Any]]
     return table
 
 
-# Replay metrics of item 3 of issue 11, averaged over a run's iterations, then over its seeds.
+# Replay metrics that show whether FreshPER acts (docs/design.md, section 7), averaged over a run's
+# iterations, then over its seeds.
 REPLAY_METRICS = (
     "replay/is_weight_mean",
     "replay/is_weight_min",

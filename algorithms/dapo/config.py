@@ -1,8 +1,9 @@
 """DAPOConfig: every hyper-parameter of DAPO + FreshPER in one place, with the paper defaults.
 
-Defaults cite their source: "DAPO" = ../shared/papers/dapo.md (section 4.1 training details unless noted),
-"FreshPER" = ../shared/papers/freshper.md and its reference repository's settings. The CPU scales that
-differ live in ``algorithms/dapo/scales.py`` and say so.
+Defaults cite their source: "DAPO" = Yu et al., 2025, arXiv 2503.14476 (section 4.1 training details unless
+noted), "FreshPER" = the FreshPER paper (Freshness-Aware Prioritized Experience Replay for LLM/VLM RL) and
+its reference repository's settings; docs/design.md (section 7) says what they mean in numbers. The CPU
+scales that differ live in ``algorithms/dapo/scales.py`` and say so.
 """
 
 from __future__ import annotations
@@ -119,7 +120,7 @@ class DAPOConfig(AlgorithmConfig):
         # take the PPO ratio against it and weight each token by min(pi_old_learner / pi_vllm, tis_cap).
         # "auto" = on when engine_dtype != model_dtype (the learner's compute dtype): peers ship it for
         # exactly that case (bf16 engine vs fp32 learner); with equal dtypes the logprobs agree to ~1e-6 here
-        # (shared/notes/platform.md), so the extra forward would buy nothing. "auto" is also on in async
+        # (docs/design.md, section 7), so the extra forward would buy nothing. "auto" is also on in async
         # mode: the batch is a version old, and the trust region belongs around the current policy with the
         # staleness in the truncated weight (AReaL's decoupled PPO objective). True / False force it.
         # With it on, a replay batch's ratio starts at 1 and its staleness sits in the truncated weight (the
@@ -212,7 +213,7 @@ class DAPOConfig(AlgorithmConfig):
         # on what it collected.
         self.replay_backfill = False
 
-        # RLlib settings: long multi-turn rollouts, restart crashed runners (ARCHITECTURE.md section 6).
+        # RLlib settings: long multi-turn rollouts, restart crashed runners (docs/design.md, section 6).
         self.sample_timeout_s = None
         self.restart_failed_env_runners = True
         self.num_env_runners = 0

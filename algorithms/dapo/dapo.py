@@ -1,6 +1,6 @@
 """DAPO (Yu et al., 2025) with optional FreshPER replay, as an RLlib Algorithm.
 
-One ``training_step`` is the story of ARCHITECTURE.md section 3:
+One ``training_step`` (docs/design.md, section 3, names the function behind each step):
   1. roll out groups (G episodes per task seed) on the EnvRunners' vLLM engines;
   2. shape rewards (overlong punishment) and compute group advantages;
   3. dynamic sampling: keep informative groups until P are collected, surplus kept for the next step; groups

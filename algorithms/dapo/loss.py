@@ -15,8 +15,9 @@ and the step loss sums w_i * L_it over the optimizer step and divides by one ste
 - ``seq-mean-token-sum-norm`` (Dr. GRPO): sum_{i,t} w_i L_it / (all sequences in the step * L), L a constant.
 
 Because every micro-batch divides by the normalizer of the whole step, summing the losses of the micro-batches
-(gradient accumulation) gives the full-step loss and gradient however the step is split (verl issue 5625 and
-TRL 5619 are bugs of exactly this kind). Sequences must not be split across micro-batches.
+(gradient accumulation) gives the full-step loss and gradient however the step is split (verl's legacy actor,
+which divides each micro-batch by its own token count, and TRL's GRPOTrainer with steps_per_generation !=
+gradient_accumulation_steps got this wrong). Sequences must not be split across micro-batches.
 
 Engine/learner mismatch correction (truncated importance sampling, TIS: Yao et al. 2025, "Your efficient
 RL framework secretly brings you off-policy RL training"; verl's rollout_is, token level, truncate mode):

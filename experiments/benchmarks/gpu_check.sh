@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU path's check, for one CUDA machine (issue 14 item 6; not part of CI): from the repository root,
+# The GPU path's check, for one CUDA machine (docs/scaling.md; not part of CI): from the repository root,
 #
 #     bash experiments/benchmarks/gpu_check.sh
 #

@@ -1,6 +1,6 @@
 """One DAPO iteration on one CUDA GPU at Qwen2.5-0.5B's shape, bf16, engine/learner mismatch correction on.
 
-The GPU path's check (issue 14 item 6; experiments/benchmarks/gpu_check.sh runs it after the CUDA tests):
+The GPU path's check (docs/scaling.md; experiments/benchmarks/gpu_check.sh runs it after the CUDA tests):
 ``freshrl/Math-v0`` (the built-in generator), P prompts x G samples x at most N new tokens (default 8 x 8 x
 64, dapo_step's workload) with ``models.tiny.qwen25_05b_like_path()`` (Qwen2.5-0.5B's shape, random weights);
 engine (in-process vLLM) and learner (RLlib's local learner, ``num_gpus_per_learner=1``) on the same GPU,

@@ -1,4 +1,4 @@
-"""Where a DAPO iteration's time goes, for the tiny model and SmolLM2 at their scales (issue 13 item 5).
+"""Where a DAPO iteration's time goes, for the tiny model and SmolLM2 at their scales.
 
 ``iteration`` mode builds DAPO as the shipped scales do (``apply_scale(..., "tiny")``, plus
 ``SMOLLM2_SCALE`` for ``--model smollm2``) with dynamic sampling off (so every group trains: the zero-shot

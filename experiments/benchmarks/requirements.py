@@ -1,6 +1,6 @@
 """The benchmarks' setup check: every benchmark parses its arguments and checks its optional imports before
-any work, so a missing package fails in the first second with the command that installs it (issue 14 item 8: a
-fresh install ran ``dapo_step`` for 6 minutes and then died on ``No module named 'datasets'``).
+any work, so a missing package fails in the first second with the command that installs it (a fresh
+install once ran ``dapo_step`` for 6 minutes and then died on ``No module named 'datasets'``).
 
 Each benchmark's ``main`` starts with ``args = parse_and_check(parser, argv, REQUIRES)``; ``--check-setup`` on
 any benchmark stops right after the check (the test runs every benchmark that way).

@@ -6,7 +6,7 @@ budget) is repeated as one plain ``vllm.LLM.generate`` call on the same prompt i
 of generated tokens from the same prompts, in the same batches), with vLLM's defaults otherwise: no seeds, no
 logprobs, no logit bias. The runner's time is split into the time inside ``RolloutEngine.generate`` (vLLM
 plus the engine's per-request seeds and sampled-token logprobs) and the rest (env resets and steps, chat
-rendering, bookkeeping). Overhead = runner time / raw time - 1 (issue 14 item 4: at most 20%).
+rendering, bookkeeping). Overhead = runner time / raw time - 1 (the target: at most 20%).
 
 Each side runs once untimed (warm-up), then ``--repeats`` times alternating with the other so that both see
 the same machine load; the fastest repetition of each is kept. The prefix cache is emptied before every run,
@@ -43,7 +43,7 @@ from models.tiny import qwen25_05b_like_path, tiny_lm_path
 
 REQUIRES: tuple[str, ...] = ("vllm",)
 MODELS = {"tiny": tiny_lm_path, "qwen05b": qwen25_05b_like_path, "smollm2": smollm2_path}
-MAX_OVERHEAD = 0.20  # issue 14 item 4
+MAX_OVERHEAD = 0.20  # the runner's bookkeeping may add at most 20% to raw generation
 PROFILE_ROWS = 15
 
 

@@ -68,7 +68,7 @@ def bare_dapo(iteration: int = 0, learners=(), seed: int = 0) -> DAPO:
 
 
 def test_optimizer_steps_are_the_steps_the_learners_ran():
-    """Issue 11 item 6: skipped (empty) steps do not count, so they do not age the replay buffer; every
+    """Skipped (empty) steps do not count, so they do not age the replay buffer; every
     update of an iteration, fresh or replay, tells the learners the same iteration (the warm-up's unit)."""
     learners = [Learner(steps_per_update=4, skipped=1), Learner(steps_per_update=4, skipped=1)]
     algo = bare_dapo(iteration=7, learners=learners)
@@ -79,7 +79,7 @@ def test_optimizer_steps_are_the_steps_the_learners_ran():
 
 
 def test_evaluation_does_not_change_what_training_samples_next():
-    """Issue 15 item 3: evaluation draws its sampling seeds from its own (deterministic) stream."""
+    """Evaluation draws its sampling seeds from its own (deterministic) stream."""
     plain, evaluated = bare_dapo(), bare_dapo()
     plain._sample_on_runners({0: 1})
     evaluated._sample_on_runners({0: 1})

@@ -1,4 +1,4 @@
-"""Evaluation inside the algorithm (issue 14 item 1): the summary of evaluation episodes, the config keys, and
+"""Evaluation inside the algorithm: the summary of evaluation episodes, the config keys, and
 ``DAPO.evaluate_policy`` / RLlib's ``evaluate()`` on stand-in runners; the real path on the tiny model is in
 test_evaluation_end_to_end.py."""
 

@@ -1,4 +1,4 @@
-"""Evaluation inside ``train()`` on the tiny model and the real vLLM engine (issue 14 item 1): every
+"""Evaluation inside ``train()`` on the tiny model and the real vLLM engine: every
 evaluated iteration's result carries ``evaluation/...`` in range, and evaluating changes nothing of training
 (same training metrics, same weights as a run that never evaluates)."""
 

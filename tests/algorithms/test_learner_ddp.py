@@ -1,6 +1,6 @@
 """Two learners under real torch DDP (two CPU processes, gloo): a minibatch with fewer trajectories than
 learners does not hang, train/loss is the whole step's loss on every learner, and the ranks stay in step.
-Issue 11 item 6. About two minutes on 2 CPU cores (process start-up and imports dominate)."""
+About two minutes on 2 CPU cores (process start-up and imports dominate)."""
 
 from __future__ import annotations
 

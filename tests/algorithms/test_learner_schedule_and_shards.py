@@ -47,7 +47,7 @@ def lr_of(learner) -> float:
 
 
 def test_warmup_counts_iterations_not_optimizer_steps(learner):
-    """Issue 11 item 2: 2 optimizer steps per pass (2 minibatches), a fresh and a replay pass per iteration:
+    """2 optimizer steps per pass (2 minibatches), a fresh and a replay pass per iteration:
     within iteration i every step uses lr * (i + 1) / W, and replay steps do not advance it."""
     batch = [trajectory(a) for a in (1.0, -1.0, 0.5, -0.5)]
     for iteration in range(WARMUP + 1):
@@ -76,7 +76,7 @@ def test_shards_cover_the_minibatch_once():
 
 
 def test_learner_without_trajectories_of_its_own_still_runs_a_backward(learner, step_gradients):
-    """Issue 11 item 6: the second of two learners, on a one-trajectory minibatch, runs the stand-in row
+    """The second of two learners, on a one-trajectory minibatch, runs the stand-in row
     (loss x 0): its parameters get a (zero) gradient, which is what keeps the DDP all-reduce from hanging, and
     it adds no tokens to the metrics. Simulated in one process: no DDP here, so the all-reduce itself is not
     exercised."""

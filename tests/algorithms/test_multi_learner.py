@@ -1,7 +1,7 @@
 """Two learners through RLlib's LearnerGroup (``config.learners(num_learners=2)``: two Learner actors, torch
 DDP over gloo on CPU) make the same update as one local learner: the weights after the same passes agree to
 float tolerance, on both ranks, including a mini-batch of one trajectory (fewer rows than learners: the second
-rank runs its zero-weight stand-in). Issue 15 item 5."""
+rank runs its zero-weight stand-in)."""
 
 from __future__ import annotations
 

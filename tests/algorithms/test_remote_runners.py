@@ -70,7 +70,7 @@ def three_actor_session():
 
 
 def test_two_remote_runners_and_a_learner_in_its_own_process(small_dapo_config, three_actor_session):
-    """The cluster layout (issue 15 item 5): rollouts on two EnvRunner actors, each with its own vLLM engine,
+    """The cluster layout (docs/scaling.md): rollouts on two EnvRunner actors, each with its own vLLM engine,
     and the update on one Learner actor; nothing of either runs in the driver."""
     config = (
         small_dapo_config(dynamic_sampling=False, overlong_filtering=False, prompts_per_iteration=4)

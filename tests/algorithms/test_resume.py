@@ -1,7 +1,7 @@
-"""Resume loses nothing, sync mode (issue 15 item 3): N iterations straight, and k iterations, a checkpoint, a
-new algorithm restored from it and N - k more, end in the same state: the same metrics every iteration
-(timings aside), evaluations included, and bitwise the same weights. The resumed run evaluates before it
-trains, as ``experiments.train`` does: evaluating must change nothing of training.
+"""Resume loses nothing, sync mode (docs/design.md, section 6): N iterations straight, and k iterations, a
+checkpoint, a new algorithm restored from it and N - k more, end in the same state: the same metrics every
+iteration (timings aside), evaluations included, and bitwise the same weights. The resumed run evaluates
+before it trains, as ``experiments.train`` does: evaluating must change nothing of training.
 
 The checkpoint is taken where every piece of state matters: dynamic sampling holds a surplus group, the
 FreshPER buffer is filled and sampled, the learning rate is still warming up, each pass shuffles

@@ -41,7 +41,7 @@ class ScriptedEngine:
 
 
 def test_slippery_members_share_the_task_but_not_their_luck():
-    """Issue 11 item 7: the rollout resets a group through envs.group.reset_group, so every member gets its
+    """The rollout resets a group through envs.group.reset_group, so every member gets its
     own slip stream (options["member"]) while all start from the same observation."""
     group_size, seed = 16, SPLITS["train"][0]
     env_list = [

@@ -1,5 +1,5 @@
-"""The EnvRunner hands the engine's KV cache back after every rollout (issue 14 item 5: a local learner's
-update then runs without the cache resident). A scripted engine, no vLLM."""
+"""The EnvRunner hands the engine's KV cache back after every rollout (so that a local learner's
+update runs without the cache resident). A scripted engine, no vLLM."""
 
 from __future__ import annotations
 

@@ -1,8 +1,9 @@
 """After every update the in-process engine samples from the learner's new weights. With no remote
-EnvRunner DAPO hands the learner's state to the local runner directly (no copy through Ray's object store,
-issue 14 item 5); this checks the weights arrive: the engine's behaviour logprobs of a fresh rollout equal
-the learner's logprobs of the same tokens (fp32 on both sides), while the weights before the update give
-other values. The engine's own copy of the weights is dropped for the update and rebuilt by the sync."""
+EnvRunner DAPO hands the learner's state to the local runner directly (no copy through Ray's object store:
+a second copy of the weights would stay mapped); this checks the weights arrive: the engine's behaviour
+logprobs of a fresh rollout equal the learner's logprobs of the same tokens (fp32 on both sides), while the
+weights before the update give other values. The engine's own copy of the weights is dropped for the
+update and rebuilt by the sync."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from algorithms.dapo.collate import collate
 from envs.seeds import SPLITS
 from models.logprobs import token_logprobs
 
-TOLERANCE = 1e-3  # fp32 engine vs fp32 learner: ~1e-6 (shared/notes/platform.md)
+TOLERANCE = 1e-3  # fp32 engine vs fp32 learner: ~1e-6 (docs/design.md, section 7)
 
 
 def max_logprob_gap(model, trajectory) -> float:

@@ -197,7 +197,7 @@ def shaped(config: DAPOConfig, group: list[Trajectory]) -> list[Trajectory]:
 
 
 def test_defaults_keep_groups_by_accuracy_not_by_shaped_reward():
-    """Issue 11 item 1: an all-wrong group with one truncated answer (shaped rewards [-1, 0, 0, 0]) and an
+    """An all-wrong group with one truncated answer (shaped rewards [-1, 0, 0, 0]) and an
     all-correct group that differs only in length have non-zero shaped advantages, but 0 or G correct: the
     defaults drop both (DAPO Eq. 11); a group with 0 < #correct < G is kept."""
     config = DAPOConfig().training(max_response_tokens=40, overlong_cache_len=8, max_context_tokens=64)

@@ -67,7 +67,7 @@ def reference_loss(logp, logp_old, adv, mask, cfg, weights=None, logp_ref=None, 
         norm = sum(lengths)
     elif cfg.loss_agg_mode == "seq-mean-token-mean":
         norm = nonempty
-    else:  # Dr. GRPO: every row, fully masked ones too, times the fixed budget (issue 11 item 5)
+    else:  # Dr. GRPO: every row, fully masked ones too, times the fixed budget (Dr. GRPO)
         norm = n_rows * cfg.max_response_tokens
     norm = norm or 1
     n = max(len(ratios), 1)
@@ -389,7 +389,7 @@ def test_gradient_accumulation_is_split_invariant(mode, max_tokens):
 
 def test_per_micro_batch_normalizer_would_change_the_gradient():
     """The invariance test has teeth: normalizing each micro-batch by its own token count (verl's legacy
-    actor, verl issue 5625) gives a different gradient."""
+    actor) gives a different gradient."""
     mask = torch.tensor([[1, 1, 1, 1], [1, 0, 0, 0]], dtype=torch.bool)
     logp = torch.zeros(2, 4, dtype=torch.float64, requires_grad=True)
     adv = torch.tensor([1.0, 1.0], dtype=torch.float64)

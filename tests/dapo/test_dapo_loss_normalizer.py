@@ -1,4 +1,4 @@
-"""Dr. GRPO's seq-mean-token-sum-norm normaliser: all rows of the step x a fixed budget (issue 11 item 5)."""
+"""Dr. GRPO's seq-mean-token-sum-norm normaliser: all rows of the step x a fixed budget."""
 
 from __future__ import annotations
 

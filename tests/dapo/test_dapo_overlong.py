@@ -76,7 +76,7 @@ def three_turns(budget: int | None) -> Trajectory:
 
 
 def test_trajectory_scope_reads_the_whole_episode_against_its_budget():
-    """Issue 11 item 5: by default |y| is the episode's 30 response tokens and L_max its budget (here 40:
+    """By default |y| is the episode's 30 response tokens and L_max its budget (here 40:
     inside the cache of 16: penalised (24 - 30) / 16, not filtered); per turn, every 10-token turn hit its
     limit (penalty -1, filtered)."""
     trajectory = three_turns(budget=40)

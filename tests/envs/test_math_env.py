@@ -218,7 +218,7 @@ def test_dataset_seeds_visit_every_problem_once_in_order():
     ],
 )
 def test_the_env_scores_what_the_verifier_decides(response, answer, reward):
-    """Issue 12's cases end to end: trailing non-unit words do not score, integer expressions do."""
+    """The verifier's edge cases end to end: trailing non-unit words do not score, integer expressions do."""
     env = MathEnv(dataset=[MathProblem(prompt=f"Find it.\n\n{PROMPT_SUFFIX}", answer=answer)])
     env.reset(seed=0)
     assert env.step(response)[1] == reward

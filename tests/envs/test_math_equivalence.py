@@ -87,7 +87,7 @@ INTEGER_CASES = [
     ("42", "42.0", True),
     ("1000", "1,000", True),
     ("1" * 200, "1" * 199, False),
-    # Only known unit words are stripped (issue 12): other trailing words leave no integer.
+    # Only known unit words are stripped: other trailing words leave no integer.
     ("42 is wrong", "42", False),
     ("42 not", "42", False),
     ("not 42", "42", False),
@@ -108,7 +108,7 @@ INTEGER_CASES = [
     ("42 percent", "42", True),
     ("-42 cm", "42", False),
     ("-42%", "42", False),
-    # Expressions of integers go through the bounded symbolic check (issue 12) ...
+    # Expressions of integers go through the bounded symbolic check ...
     ("2^{10}", "1024", True),
     ("2^10", "1024", True),
     ("\\dfrac{84}{2}", "42", True),

@@ -1,4 +1,4 @@
-"""Math splits (issue 12, item 1): generated train, validation and test problems never share a text, and a
+"""Math splits: generated train, validation and test problems never share a text, and a
 seed outside every split range is an error, for generated problems and for datasets alike."""
 
 import gymnasium as gym

@@ -1,4 +1,4 @@
-"""NQSearch splits (issue 12, item 1): a synthetic question's content is the people and towns whose passages
+"""NQSearch splits: a synthetic question's content is the people and towns whose passages
 answer it; train, validation and test questions never share a question, a gold passage or an answer that
 names a person or town, and a seed outside every split range is an error."""
 

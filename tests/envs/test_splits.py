@@ -1,4 +1,4 @@
-"""Task splits by content: train, validation and test tasks never share a map or level (issue 12, item 1).
+"""Task splits by content: train, validation and test tasks never share a map or level.
 
 Tasks are generated through each env's own ``reset``; a task's fingerprint is its full map or level text, and
 for Sokoban also its room (walls and targets), which decides the split of every level dug in it.

@@ -1,4 +1,4 @@
-"""Every benchmark parses its arguments and checks its optional imports before any work (issue 14 item 8).
+"""Every benchmark parses its arguments and checks its optional imports before any work.
 
 Runs each benchmark's ``main(["--check-setup"])``, which stops after the parsing and the check: the benchmarks
 themselves are not run here. Every module of experiments/benchmarks/ (but the check itself) is a benchmark.

@@ -1,7 +1,7 @@
 """A new env from outside freshrl, the way docs/adding_an_env.md says: a module of one's own registers it, and
 ``--env module:ns/Name-v0`` (Gymnasium's form) makes every process import that module. The env passes the
 contract check, warm-starts for a few steps, trains one iteration from a settings file of its own, and runs
-one sweep trial (issue 16, item 5)."""
+one sweep trial."""
 
 from __future__ import annotations
 

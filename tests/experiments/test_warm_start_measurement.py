@@ -1,4 +1,4 @@
-"""experiments.warm_start measures a model through the algorithm's evaluation (issue 14 item 1): the weights
+"""experiments.warm_start measures a model through the algorithm's evaluation: the weights
 reach the learner and the EnvRunner's engine, and the result is ``DAPO.evaluate_policy``'s."""
 
 from __future__ import annotations

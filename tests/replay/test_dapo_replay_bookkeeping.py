@@ -1,5 +1,5 @@
 """How DAPO feeds and accounts for its replay buffer: what enters it, and replay/fraction, the share of an
-iteration's training samples drawn from the buffer (ARCHITECTURE.md section 5, ``replay_fraction``)."""
+iteration's training samples drawn from the buffer (docs/design.md, section 3, ``replay_fraction``)."""
 
 from __future__ import annotations
 

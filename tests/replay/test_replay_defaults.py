@@ -1,5 +1,5 @@
-"""FreshPER acts at the defaults (issue 11 item 3): a simulated FrozenLake-like run through the buffer that
-``DAPOConfig`` builds, with DAPO's own priority signal and age clock.
+"""FreshPER acts at the defaults (docs/design.md, section 7): a simulated FrozenLake-like run through the
+buffer that ``DAPOConfig`` builds, with DAPO's own priority signal and age clock.
 
 The stream: 20 iterations of 4 groups x 8 trajectories (the tiny scale), binary success rewards, GRPO
 advantages, only mixed groups kept (dynamic sampling), one replay batch of the fresh batch's size per
@@ -98,7 +98,7 @@ def simulate(config: DAPOConfig, iterations: int = 20, seed: int = 0) -> Simulat
 
 
 def check_replay_acts(run: SimulatedRun) -> None:
-    """What issue 11 item 3 asks of the defaults (also run on the old defaults, where it fails)."""
+    """What the defaults must give (also run on the old defaults, where it fails)."""
     successes = np.array([m["replay/success_fraction"] for _, m in run.batches])
     mean_w = np.array([m["replay/is_weight_mean"] for _, m in run.batches])
     assert all(0 < s < 1 for s in successes), f"a replay batch without failures or successes: {successes}"

@@ -125,7 +125,7 @@ def _chi_square_p(items: list, names: list[str], expected: np.ndarray) -> float:
 
 @pytest.mark.parametrize("how", ["evicted", "updated_down"])
 def test_keys_far_below_a_departed_dominant_item_are_sampled_exactly(how):
-    """Issue 11 item 8. A 1e200 item sets the sum-tree scale at a rebase; the items kept are ~744 nats below
+    """A 1e200 item sets the sum-tree scale at a rebase; the items kept are ~744 nats below
     it, where float64 keys are subnormal or 0. Once the dominant item is gone, sampling must follow the
     analytic P(i) (in ratio form: relative keys e^1, e^-1, e^0), not the underflowed leaves."""
     t = 800.0
