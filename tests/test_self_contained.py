@@ -30,8 +30,6 @@ REPO_PATH = re.compile(
 )
 # Paths that name files a command writes, not files of the tree.
 GENERATED_PREFIXES = ("docs/results/gpu_check/",)
-# Files being rewritten elsewhere: checked by their own strict-xfail test below until they are clean.
-BEING_REWRITTEN = ("README.md",)
 
 
 def tracked_files() -> list[Path]:
@@ -100,17 +98,11 @@ def texts() -> dict[str, str]:
 
 
 def test_no_reference_outside_the_repository(texts):
-    offenders = outside_references({k: v for k, v in texts.items() if k not in BEING_REWRITTEN})
+    offenders = outside_references(texts)
     assert not offenders, (
         "cite docs/design.md (or another docs/ page), the paper (arXiv id + equation), a peer's code, or "
         "write the one-line reason instead of:\n" + "\n".join(offenders)
     )
-
-
-@pytest.mark.xfail(strict=True, reason="README.md is being rewritten elsewhere; drop this marker once merged")
-def test_readme_has_no_reference_outside_the_repository(texts):
-    offenders = outside_references({k: v for k, v in texts.items() if k in BEING_REWRITTEN})
-    assert not offenders, "\n".join(offenders)
 
 
 def test_every_named_repository_path_exists(texts):
