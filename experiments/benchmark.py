@@ -38,6 +38,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from experiments.results_json import dtype_record
 from experiments.run_config import RunSettings, SettingsError, build_config, settings_for, starting_model
 from experiments.run_options import add_algorithm_options, add_model_options, settings_from_args
 from experiments.train import flatten, pick
@@ -213,6 +214,7 @@ def benchmark_env(args: argparse.Namespace, env_id: str, bar) -> dict[str, Any]:
         "metrics": metrics,
         "curve": curve,
         "training": training,
+        "dtypes": dtype_record(config),
     }
 
 

@@ -44,7 +44,7 @@ import numpy as np
 
 from algorithms.replay import REPLAY_MODES
 from experiments.ray_session import start_ray
-from experiments.results_json import dumps
+from experiments.results_json import dtype_record, dumps
 from experiments.run_config import DEFAULT_ENV, RunSettings, build_config
 from experiments.run_options import check_env_id
 from experiments.sweep import add_workload_args, workload_config, workload_settings
@@ -186,6 +186,7 @@ def train_and_evaluate(run: RunSettings, config, settings: dict[str, Any], mode:
         "training": training,
         "iterations_without_training": sum(trained_nothing(flat) for flat in training),
         "wall_s": time.perf_counter() - started,
+        "dtypes": dtype_record(config),
     }
 
 

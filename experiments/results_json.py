@@ -1,7 +1,9 @@
 """Results files are strict JSON: NaN and infinities (a metric that was never measured) become null.
 
 Python's ``json`` writes ``NaN`` by default, which is not JSON: ``jq``, JavaScript and most other readers
-reject the whole file. Every JSON file the entry points write goes through :func:`write_json`.
+reject the whole file. Every JSON file the entry points write goes through :func:`write_json`, and records
+the dtypes its run computed in (:func:`dtype_record`): "auto" resolves by the machine, so a number means
+little without them.
 """
 
 from __future__ import annotations
@@ -9,7 +11,10 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from algorithms.dapo import DAPOConfig
 
 
 def json_safe(value: Any) -> Any:
@@ -30,3 +35,11 @@ def dumps(value: Any, indent: int | None = 2) -> str:
 
 def write_json(path: str | Path, value: Any, indent: int | None = 2) -> None:
     Path(path).write_text(dumps(value, indent) + "\n")
+
+
+def dtype_record(config: DAPOConfig) -> dict[str, str]:
+    """The learner and engine dtypes ``config`` resolved to, with their reasons
+    (``DAPOConfig.resolved_dtypes``), and torch's capability string of this CPU ("AVX2", "AVX512", ...)."""
+    from models.dtype import cpu_capability
+
+    return {"cpu_capability": cpu_capability(), **config.resolved_dtypes()}

@@ -47,7 +47,7 @@ from ray.rllib.callbacks.callbacks import RLlibCallback
 
 from algorithms.dapo import DAPO, DAPOConfig
 from experiments.ray_session import start_ray
-from experiments.results_json import write_json
+from experiments.results_json import dtype_record, write_json
 from experiments.run_config import RunSettings, SettingsError, build_config, starting_model
 from experiments.run_options import (
     add_algorithm_options,
@@ -402,6 +402,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "settings": dataclasses.asdict(args.run),
         "trials": rows,
         "best": best,
+        "dtypes": dtype_record(build_config(args.run)),
     }
     write_json(folder / "summary.json", summary)
     print(markdown)

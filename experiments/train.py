@@ -141,7 +141,7 @@ def progress_postfix(flat: dict[str, float], untrained: int) -> dict[str, str]:
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parse_args(argv)
     from experiments.plots import plot_training_curves
-    from experiments.results_json import write_json
+    from experiments.results_json import dtype_record, write_json
     from models.progress import Progress, quiet_library_bars_in_logs
 
     quiet_library_bars_in_logs()
@@ -164,6 +164,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     # Without --eval-every, RLlib evaluates on the run's last iteration only.
     settings = dataclasses.replace(settings, eval_every=settings.eval_every or settings.iterations)
     config = build_config(settings, {"model_path": model})
+    dtypes = dtype_record(config)
+    print(
+        f"freshrl: learner dtype {dtypes['model_dtype_reason']}; engine dtype {dtypes['engine_dtype_reason']}"
+    )
     print(
         f"freshrl: training {settings.algorithm} + {settings.replay} at the {settings.resolved_scale} scale "
         f"on {settings.env}; results in {output}"
@@ -218,6 +222,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "iterations_without_training": untrained,
         "mostly_untrained": mostly_untrained,
         "checkpoint": str(checkpoint),
+        "dtypes": dtypes,
     }
     write_json(output / "summary.json", summary)
     if mostly_untrained:

@@ -18,6 +18,7 @@ from algorithms.dapo.loss import LOSS_AGG_MODES
 from algorithms.dapo.overlong import OVERLONG_SCOPES
 from algorithms.replay import REPLAY_MODES, PrioritizedReplayBuffer, make_replay_buffer
 from envs.seeds import SPLITS
+from models.dtype import DTYPES, resolve_dtype
 
 AGE_UNITS = ("optimizer_steps", "iterations")
 ROLLOUT_MODES = ("sync", "async")
@@ -67,8 +68,16 @@ class DAPOConfig(AlgorithmConfig):
 
         # Model. None selects the offline tiny model (models/tiny.py), built on first use.
         self.model_path: str | None = None
-        self.model_dtype = "float32"  # learner compute dtype: "float32" or "bfloat16" (autocast)
-        self.engine_dtype = "float32"  # vLLM dtype; bf16 halves memory, fp32 keeps logprobs exact on CPU
+        # Learner compute dtype ("bfloat16": autocast over float32 weights) and vLLM's dtype: "auto",
+        # "float32" or "bfloat16". "auto" is bf16 where the hardware computes it natively (a CUDA GPU of
+        # compute capability >= 8.0, a CPU with AVX512_BF16 or AMX) and float32 elsewhere, where bf16 is
+        # emulated: ~25x slower than float32 for the learner and ~4x for vLLM on an AVX2-only CPU
+        # (models/dtype.py). Resolved once, in the driver, by validate(); runs that request GPUs resolve for
+        # the GPU. An explicit value always wins.
+        self.model_dtype = "auto"
+        self.engine_dtype = "auto"
+        # (what was resolved, the result): set by validate(), read by resolved_dtypes().
+        self._resolved_dtypes: tuple[tuple[str, str, bool], dict[str, str]] | None = None
         # The whole conversation (must exceed max_response_tokens); a turn beyond it ends the episode.
         self.max_context_tokens = 32768
         self.engine_kv_cache_gib: float | None = None  # None: the engine's own default for the device
@@ -118,10 +127,10 @@ class DAPOConfig(AlgorithmConfig):
         # Engine/learner mismatch correction (truncated importance sampling, module docstring of loss.py):
         # recompute pi_old with the learner before each update pass (one no-grad forward per trajectory),
         # take the PPO ratio against it and weight each token by min(pi_old_learner / pi_vllm, tis_cap).
-        # "auto" = on when engine_dtype != model_dtype (the learner's compute dtype): peers ship it for
-        # exactly that case (bf16 engine vs fp32 learner); with equal dtypes the logprobs agree to ~1e-6 here
-        # (docs/design.md, section 7), so the extra forward would buy nothing. "auto" is also on in async
-        # mode: the batch is a version old, and the trust region belongs around the current policy with the
+        # "auto" = on when the resolved engine_dtype != model_dtype (the learner's compute dtype): peers ship
+        # it for exactly that case (bf16 engine vs fp32 learner); with equal dtypes the logprobs agree to
+        # ~1e-6 here (docs/design.md, section 7), so the extra forward would buy nothing. "auto" is also on
+        # in async mode: the batch is a version old, and the trust region belongs around the current policy with the
         # staleness in the truncated weight (AReaL's decoupled PPO objective). True / False force it.
         # With it on, a replay batch's ratio starts at 1 and its staleness sits in the truncated weight (the
         # decoupled objective of AReaL, Fu et al. 2025, truncated as TIS).
@@ -451,7 +460,12 @@ class DAPOConfig(AlgorithmConfig):
             (self.warmup_steps >= 0, f"warmup_steps (iterations) must be >= 0, got {self.warmup_steps}"),
             (self.micro_batch_size >= 1, "micro_batch_size must be >= 1"),
             (self.minibatch_size is None or self.minibatch_size >= 1, "minibatch_size must be >= 1"),
-            (self.model_dtype in ("float32", "bfloat16"), "model_dtype must be 'float32' or 'bfloat16'"),
+            (self.model_dtype in DTYPES, f"model_dtype must be one of {DTYPES}, got {self.model_dtype!r}"),
+            (
+                self.engine_dtype in DTYPES,
+                f"engine_dtype must be one of {DTYPES} (the engine's dtype; 'auto' is resolved for the "
+                f"hardware, not vLLM's checkpoint dtype), got {self.engine_dtype!r}",
+            ),
             (
                 self.max_response_tokens < self.max_context_tokens,
                 "max_response_tokens must be < max_context_tokens",
@@ -460,6 +474,11 @@ class DAPOConfig(AlgorithmConfig):
         for ok, message in checks + self._evaluation_checks():
             if not ok:
                 raise ValueError(f"DAPOConfig: {message}")
+        # Resolved here, in the driver, before any learner or EnvRunner exists: they get copies of this
+        # config with the concrete dtypes, so every process computes in the same dtype whatever its CPU.
+        # A frozen config was resolved before it was frozen.
+        if not self._is_frozen:
+            self._resolved_dtypes = (self._dtype_request(), self._resolve_dtypes())
 
     def _evaluation_checks(self) -> list[tuple[bool, str]]:
         tasks = evaluation_task_checks(
@@ -494,11 +513,38 @@ class DAPOConfig(AlgorithmConfig):
             return REPLAY_DUAL_CLIP_C if self.replay_mode != "on_policy" else None
         return None if self.dual_clip_c is None else float(self.dual_clip_c)
 
+    def resolved_dtypes(self) -> dict[str, str]:
+        """The concrete learner and engine dtypes and why: keys ``model_dtype``, ``model_dtype_reason``,
+        ``engine_dtype``, ``engine_dtype_reason`` (``models.dtype.resolve_dtype``). Those validate() fixed
+        in the driver, unless the dtypes or GPUs were set since: then, as for a config never validated,
+        resolved on this machine."""
+        if self._resolved_dtypes is not None and self._resolved_dtypes[0] == self._dtype_request():
+            return dict(self._resolved_dtypes[1])
+        return self._resolve_dtypes()
+
+    def _dtype_request(self) -> tuple[str, str, bool]:
+        # Learners and EnvRunners that request GPUs compute there; with GPUs the whole run is resolved for
+        # the GPU (an in-process engine shares the learner's GPU).
+        gpu = (self.num_gpus_per_learner or 0) > 0 or (self.num_gpus_per_env_runner or 0) > 0
+        return self.model_dtype, self.engine_dtype, gpu
+
+    def _resolve_dtypes(self) -> dict[str, str]:
+        model_dtype, engine_dtype, gpu = self._dtype_request()
+        model = resolve_dtype(model_dtype, gpu=gpu)
+        engine = resolve_dtype(engine_dtype, gpu=gpu)
+        return {
+            "model_dtype": model.dtype,
+            "model_dtype_reason": model.reason,
+            "engine_dtype": engine.dtype,
+            "engine_dtype_reason": engine.reason,
+        }
+
     def resolved_mismatch_correction(self) -> bool:
-        """Whether the learner recomputes pi_old and applies the TIS weight ("auto": the dtypes differ, or
-        the rollouts are asynchronous)."""
+        """Whether the learner recomputes pi_old and applies the TIS weight ("auto": the resolved dtypes
+        differ, or the rollouts are asynchronous)."""
         if self.mismatch_correction == "auto":
-            return self.engine_dtype != self.model_dtype or self.rollout_mode == "async"
+            dtypes = self.resolved_dtypes()
+            return dtypes["engine_dtype"] != dtypes["model_dtype"] or self.rollout_mode == "async"
         return bool(self.mismatch_correction)
 
     def get_default_rl_module_spec(self) -> RLModuleSpec:
@@ -512,11 +558,13 @@ class DAPOConfig(AlgorithmConfig):
         return DAPOTorchLearner
 
     def policy_model_config(self) -> dict[str, Any]:
-        """What the policy module needs to build the HF model (learner) or the vLLM engine (runners)."""
+        """What the policy module needs to build the HF model (learner) or the vLLM engine (runners); the
+        dtypes are the resolved ones, never "auto"."""
+        dtypes = self.resolved_dtypes()
         return {
             "model_path": self.model_path,
-            "model_dtype": self.model_dtype,
-            "engine_dtype": self.engine_dtype,
+            "model_dtype": dtypes["model_dtype"],
+            "engine_dtype": dtypes["engine_dtype"],
             "max_context_tokens": self.max_context_tokens,
             "engine_kv_cache_gib": self.engine_kv_cache_gib,
             "system_prompt": self.system_prompt,

@@ -30,9 +30,12 @@ TINY_SCALE: dict[str, Any] = {
     "micro_batch_size": 8,
     "max_generation_batches": 3,
     "engine_kv_cache_gib": 1.0,
-    # fp32 learner, as the engine: their logprobs agree to ~1e-6 (docs/design.md, section 7), so no mismatch
+    # fp32 learner and engine, explicitly rather than DAPOConfig's "auto", so the tiny default job computes
+    # the same on every machine, bf16-capable or not: their logprobs agree to ~1e-6 (docs/design.md,
+    # section 7), so no mismatch
     # correction is needed; set here so that switching scales leaves nothing of another behind.
     "model_dtype": "float32",
+    "engine_dtype": "float32",
 }
 
 # FreshPER at the tiny scale (32 trajectories an iteration, runs of 20-100 iterations; ages in iterations, the
@@ -53,7 +56,8 @@ TINY_REPLAY: dict[str, Any] = {
 # the same keys as TINY_SCALE (``--scale smollm2``, the default with ``--model smollm2``), with TINY_REPLAY:
 #   apply_scale(apply_algorithm(DAPOConfig().environment(env), "dapo"), "smollm2")
 # A starting point, not tuned by RL runs yet. One iteration, zero-shot model, dynamic
-# sampling off so every group trains (experiments/benchmarks/learner_step.py; shared machine, load 1.5-3):
+# sampling off so every group trains (experiments/benchmarks/learner_step.py; a shared AVX512_BF16 machine,
+# load 1.5-3, learner in bf16):
 # Math-v0 rollout 4.3 s, learn 4.2 s, sync 0.9 s, peak RSS 7.9 GiB; FrozenLake-v0 (5 turns of 64 invalid
 # tokens) rollout 42 s, learn 43 s, sync 2 s, peak RSS 10.6 GiB. Why each value:
 SMOLLM2_SCALE: dict[str, Any] = {
@@ -79,10 +83,14 @@ SMOLLM2_SCALE: dict[str, Any] = {
     # Activations of 30 layers x hidden 576: 4 trajectories a micro-batch keep the peak (learner, AdamW
     # state, engine and KV cache in one process) at 8-11 GiB of a shared 24 GiB.
     "micro_batch_size": 4,
-    # bf16 autocast in the learner: 1.6x faster than fp32 on this CPU (avx512_bf16) and 1.3 GiB less at the
-    # peak. Its logprob noise (mean |d| 0.03, max 0.4 against fp32) is the clip range's size, so the mismatch
-    # correction ("auto": engine fp32 != learner bf16) is on, one no-grad forward more a pass.
-    "model_dtype": "bfloat16",
+    # Learner "auto" (models/dtype.py): bf16 autocast on a CPU with native bf16, where it was 1.6x faster
+    # than fp32 (AVX512_BF16) and 1.3 GiB less at the peak; fp32 on one without (AVX2 only), where bf16
+    # is emulated and a forward and backward took ~25x longer. In bf16 its logprob noise (mean |d| 0.03,
+    # max 0.4 against fp32) is the clip range's size, so the mismatch correction ("auto": engine fp32 !=
+    # learner bf16) is on, one no-grad forward more a pass; in fp32 it is off.
+    "model_dtype": "auto",
+    # The engine stays fp32 on every CPU: exact logprobs, and vLLM generated ~4x slower in bf16 on AVX2.
+    "engine_dtype": "float32",
     # Each extra generation batch is another full rollout; the tiny scale allows 3.
     "max_generation_batches": 2,
     # fp32 KV cache: 30 layers x 2 x 3 heads x 64 x 4 B = 46 KB a token, so 1 GiB holds ~23k tokens, the

@@ -13,8 +13,9 @@ length: a sample stops at ``<|im_end|>`` or after N tokens, and both sides' gene
 
 Ours: ``DAPOConfig`` with the local EnvRunner (in-process vLLM engine, bfloat16, its KV cache sized for the
 P*G sequences of a rollout by ``models.engine.kv_cache_gib_for``) and a local learner (float32
-master weights, forward under bfloat16 autocast: on the development machine that was about 1.5 times faster
-than float32 for a forward + backward of 8 x 137 tokens; ``--model-dtype float32`` to compare); one AdamW step
+master weights, forward in ``--model-dtype``, default "auto": bfloat16 autocast on a CPU with native bf16,
+where (AVX512_BF16) it was about 1.5 times faster than float32 for a forward + backward of 8 x 137 tokens,
+float32 on one without, where bf16 is emulated; ``models/dtype.py``); one AdamW step
 per iteration (minibatch P*G = 64 trajectories, 1 epoch, micro-batches of 8, each one group whose shared
 prompt runs through the model once: ``DAPOConfig.share_prefix``, on by default). Dynamic sampling is OFF (the
 random model fails every problem, so every group would be dropped), overlong filtering and punishment are off
@@ -84,6 +85,7 @@ from experiments.allocator import current_allocator, describe
 from experiments.benchmarks.requirements import parse_and_check
 from experiments.ray_session import start_ray
 from models.chat import ChatRenderer
+from models.dtype import DTYPES, resolve_dtype
 from models.engine import kv_cache_gib_for
 from models.tiny import qwen25_05b_like_path, tiny_lm_path
 
@@ -537,7 +539,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--skip-trl", action="store_true", help="time ours only")
     parser.add_argument("--repeats", type=int, default=1, help="timed iterations per side after the warm-up")
     parser.add_argument(
-        "--model-dtype", default="bfloat16", choices=["bfloat16", "float32"], help="learner compute dtype"
+        "--model-dtype", default="auto", choices=DTYPES, help="learner compute dtype (auto: by the CPU)"
     )
     parser.add_argument(
         "--variants",
@@ -555,10 +557,13 @@ def main(argv: list[str] | None = None) -> None:
         if variant not in VARIANTS:
             parser.error(f"unknown variant {variant!r}; choose from {', '.join(VARIANTS)}")
     quiet()
+    # Both sides' learners and the plain update compute on this CPU in one concrete dtype.
+    dtype = resolve_dtype(args.model_dtype)
+    print(f"learner dtype {dtype.reason}", flush=True)
     if args.quick:
-        work = Workload(str(tiny_lm_path()), 2, 4, 16, 4, args.model_dtype, args.repeats)
+        work = Workload(str(tiny_lm_path()), 2, 4, 16, 4, dtype.dtype, args.repeats)
     else:
-        work = Workload(str(qwen25_05b_like_path()), 8, 8, 64, 8, args.model_dtype, args.repeats)
+        work = Workload(str(qwen25_05b_like_path()), 8, 8, 64, 8, dtype.dtype, args.repeats)
     tasks = problems(work.prompts * work.iterations)
     check_same_prompts(work.model_path, tasks)
     compute = "bfloat16 autocast" if work.model_dtype == "bfloat16" else "float32"
@@ -582,6 +587,7 @@ def main(argv: list[str] | None = None) -> None:
         print(f"TRL, {VARIANTS[variant]}:", flush=True)
         trl[variant] = isolated(run_trl, work, tasks, variant == "checkpointing")
     report(work, ours, trl)
+
 
 if __name__ == "__main__":
     main()

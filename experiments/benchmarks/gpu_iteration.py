@@ -97,7 +97,10 @@ def main(argv: list[str] | None = None) -> None:
         parser.error("--device cuda: torch sees no CUDA GPU here; use a CUDA machine or --device cpu")
     if args.device == "cuda":
         print(f"GPU: {torch.cuda.get_device_name(0)}, torch {torch.__version__}", flush=True)
-    algo = gpu_config(args).build_algo()
+    config = gpu_config(args)
+    dtypes = config.resolved_dtypes()
+    print(f"learner dtype {dtypes['model_dtype_reason']}; engine dtype {dtypes['engine_dtype_reason']}")
+    algo = config.build_algo()
     try:
         for iteration in range(args.iterations + 1):
             started = time.perf_counter()

@@ -41,6 +41,7 @@ from algorithms.dapo.collate import collate
 from algorithms.dapo.scales import SMOLLM2_SCALE
 from algorithms.trajectory import Trajectory
 from experiments.benchmarks.requirements import parse_and_check
+from models.dtype import DTYPES
 
 REQUIRES = ("vllm",)
 ENV_ID = "freshrl/Math-v0"
@@ -64,18 +65,21 @@ def build_config(args: argparse.Namespace) -> DAPOConfig:
         config = config.training(model_path=str(tiny_base_path(args.env)))
     else:
         config = config.training(model_path=args.model)
-    overrides: dict[str, Any] = {
-        "dynamic_sampling": False,
-        "model_dtype": args.model_dtype,
-        "engine_dtype": args.engine_dtype,
-    }
+    overrides: dict[str, Any] = {"dynamic_sampling": False}
+    if args.model_dtype:
+        overrides["model_dtype"] = args.model_dtype
+    if args.engine_dtype:
+        overrides["engine_dtype"] = args.engine_dtype
     if args.share_prefix is not None:
         overrides["share_prefix"] = args.share_prefix == "on"
     if args.micro_batch_size:
         overrides["micro_batch_size"] = args.micro_batch_size
     if args.mismatch_correction is not None:
         overrides["mismatch_correction"] = {"on": True, "off": False}[args.mismatch_correction]
-    return config.training(**overrides).env_runners(num_env_runners=0).learners(num_learners=0)
+    config = config.training(**overrides).env_runners(num_env_runners=0).learners(num_learners=0)
+    dtypes = config.resolved_dtypes()
+    print(f"learner dtype {dtypes['model_dtype_reason']}; engine dtype {dtypes['engine_dtype_reason']}")
+    return config
 
 
 def describe(trajectories: list[Trajectory]) -> str:
@@ -182,8 +186,9 @@ def run_learn(args: argparse.Namespace) -> None:
             f"(CPU {time.process_time() - cpu:.1f} s), load {load_average()}",
             flush=True,
         )
+    model_dtype = config.resolved_dtypes()["model_dtype"]
     print(
-        f"learn ({args.model}, {config.model_dtype}, share_prefix {config.share_prefix}, micro-batch "
+        f"learn ({args.model}, {model_dtype}, share_prefix {config.share_prefix}, micro-batch "
         f"{config.micro_batch_size}, mismatch correction {config.resolved_mismatch_correction()}): "
         f"{np.mean(times[1:]):.2f} s (min {min(times[1:]):.2f}); peak RSS {peak_rss_gib():.2f} GiB",
         flush=True,
@@ -194,8 +199,7 @@ def run_learn(args: argparse.Namespace) -> None:
         started = time.perf_counter()
         learner._learner_logprobs(batch)
         print(
-            f"mismatch-correction forward (no grad, {config.model_dtype}): "
-            f"{time.perf_counter() - started:.2f} s",
+            f"mismatch-correction forward (no grad, {model_dtype}): {time.perf_counter() - started:.2f} s",
             flush=True,
         )
 
@@ -250,8 +254,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--model", default="smollm2", help="smollm2, tiny (the untrained tiny LM) or a dir")
     parser.add_argument("--scale", choices=("tiny", "smollm2"), help="default: smollm2 for --model smollm2")
     parser.add_argument("--env", default=ENV_ID)
-    parser.add_argument("--model-dtype", choices=("float32", "bfloat16"), default="float32")
-    parser.add_argument("--engine-dtype", choices=("float32", "bfloat16"), default="float32")
+    # Default: the scale's (tiny: float32 for both; smollm2: learner auto, engine float32).
+    parser.add_argument("--model-dtype", choices=DTYPES, default=None, help="default: the scale's")
+    parser.add_argument("--engine-dtype", choices=DTYPES, default=None, help="default: the scale's")
     parser.add_argument("--share-prefix", choices=("on", "off"), default=None, help="default: DAPOConfig's")
     parser.add_argument("--micro-batch-size", type=int, default=0, help="default: the scale's")
     parser.add_argument("--mismatch-correction", choices=("on", "off"), default=None, help="default: auto")

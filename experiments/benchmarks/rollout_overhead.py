@@ -37,6 +37,7 @@ from algorithms.rollout import rollout_groups
 from envs.seeds import SPLITS
 from experiments.benchmarks.requirements import parse_and_check
 from models.chat import ChatRenderer
+from models.dtype import DTYPES, resolve_dtype
 from models.engine import Completion, Prompt, RolloutEngine, SamplingConfig
 from models.smollm2 import smollm2_path
 from models.tiny import qwen25_05b_like_path, tiny_lm_path
@@ -162,7 +163,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--group-size", type=int, default=8, help="samples per task seed")
     parser.add_argument("--max-tokens", type=int, default=64, help="response tokens per turn")
     parser.add_argument("--max-context-tokens", type=int, default=512)
-    parser.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float32"])
+    parser.add_argument("--dtype", default="auto", choices=DTYPES, help="auto: by the CPU")
     parser.add_argument("--repeats", type=int, default=2, help="timed repetitions per side (fastest kept)")
     parser.add_argument("--seed", type=int, default=0, help="sampling seed of the runner")
     parser.add_argument("--profile", action="store_true", help="print the runner's top costs in any case")
@@ -176,15 +177,17 @@ def main(argv: list[str] | None = None) -> None:
             raise SystemExit(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
     path = MODELS[args.model]()
+    dtype = resolve_dtype(args.dtype)  # the engine runs on this CPU
+    print(f"engine dtype {dtype.reason}", flush=True)
     engine = RolloutEngine(
-        path, dtype=args.dtype, max_model_len=args.max_context_tokens, seed=0, kv_cache_gib=1.0
+        path, dtype=dtype.dtype, max_model_len=args.max_context_tokens, seed=0, kv_cache_gib=1.0
     )
     if engine.is_vision:
         raise SystemExit(f"--model {args.model} is a vision model; this benchmark replays text prompts")
     renderer = ChatRenderer(path)
     print(
         f"{args.env}: {args.prompts} tasks x {args.group_size} samples, <= {args.max_tokens} tokens per "
-        f"turn, model {args.model} ({args.dtype}), load {load_average()}",
+        f"turn, model {args.model} ({dtype.dtype}), load {load_average()}",
         flush=True,
     )
     _, calls = runner_run(engine, renderer, args.env, args)  # warm-up, and the work to replay

@@ -14,7 +14,7 @@ separately. Models:
 
 Timing is noisy on a shared machine; re-run before relying on a digit.
 
-    python -m experiments.benchmarks.rollout_throughput                     # both models, 32 x 128, bf16
+    python -m experiments.benchmarks.rollout_throughput                  # both models, 32 x 128, dtype auto
     python -m experiments.benchmarks.rollout_throughput --models tiny --prompts 8 --new-tokens 32
 """
 
@@ -30,6 +30,7 @@ from transformers.utils import logging as hf_logging
 
 from experiments.benchmarks.requirements import parse_and_check
 from models.chat import ChatRenderer
+from models.dtype import DTYPES, resolve_dtype
 from models.engine import Prompt, RolloutEngine, SamplingConfig
 from models.smollm2 import smollm2_path
 from models.tiny import qwen25_05b_like_path, tiny_lm_path
@@ -110,12 +111,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--models", default="tiny,qwen05b", help="comma-separated: " + ", ".join(MODELS))
     parser.add_argument("--prompts", type=int, default=32)
     parser.add_argument("--new-tokens", type=int, default=128)
-    parser.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float32"])
+    parser.add_argument("--dtype", default="auto", choices=DTYPES, help="auto: by the CPU")
     parser.add_argument("--repeats", type=int, default=2, help="timed repetitions per side (best is kept)")
     args = parse_and_check(parser, argv, REQUIRES)
     hf_logging.disable_progress_bar()
     threads = torch.get_num_threads()
-    print(f"{args.prompts} prompts x {args.new_tokens} new tokens, {args.dtype}, {threads} torch threads")
+    resolved = resolve_dtype(args.dtype)  # both sides run on this CPU
+    dtype = resolved.dtype
+    print(f"dtype {resolved.reason}")
+    print(f"{args.prompts} prompts x {args.new_tokens} new tokens, {dtype}, {threads} torch threads")
     print(f"{'model':<8} {'HF tok/s':>10} {'vLLM tok/s':>11} {'vLLM/HF':>8} {'engine start':>13}")
     for name in args.models.split(","):
         path = MODELS[name]()
@@ -123,10 +127,10 @@ def main(argv: list[str] | None = None) -> None:
         prompts = [renderer.prompt(text).token_ids for text in observations(args.prompts)]
         pad_id = renderer.tokenizer.pad_token_id
         start = time.perf_counter()
-        engine = RolloutEngine(path, dtype=args.dtype, max_model_len=1024, seed=0, kv_cache_gib=1.0)
+        engine = RolloutEngine(path, dtype=dtype, max_model_len=1024, seed=0, kv_cache_gib=1.0)
         started = time.perf_counter() - start
         runs = {
-            "hf": hf_runner(path, prompts, args.new_tokens, getattr(torch, args.dtype), pad_id),
+            "hf": hf_runner(path, prompts, args.new_tokens, getattr(torch, dtype), pad_id),
             "vllm": vllm_runner(engine, prompts, args.new_tokens),
         }
         expected = args.prompts * args.new_tokens

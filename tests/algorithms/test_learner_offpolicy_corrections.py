@@ -79,10 +79,11 @@ def test_dual_clip_defaults_follow_replay():
 
 
 def test_mismatch_correction_auto_follows_dtypes():
-    assert DAPOConfig().resolved_mismatch_correction() is False  # float32 engine and learner
+    assert DAPOConfig().resolved_mismatch_correction() is False  # both "auto": the same dtype
     differ = DAPOConfig().training(engine_dtype="bfloat16", model_dtype="float32")
     assert differ.resolved_mismatch_correction() is True
-    assert DAPOConfig().training(model_dtype="bfloat16").resolved_mismatch_correction() is True
+    bf16_learner = DAPOConfig().training(engine_dtype="float32", model_dtype="bfloat16")
+    assert bf16_learner.resolved_mismatch_correction() is True
     same_bf16 = DAPOConfig().training(engine_dtype="bfloat16", model_dtype="bfloat16")
     assert same_bf16.resolved_mismatch_correction() is False
     assert DAPOConfig().training(mismatch_correction=True).resolved_mismatch_correction() is True

@@ -190,6 +190,7 @@ def test_the_benchmark_writes_its_report_on_a_tiny_workload(tmp_path, ray_sessio
         assert entry["curve"][-1]["success"] == m["success"]
         assert [p["iteration"] for p in entry["training"]] == [1]
         assert entry["model"] == str(tiny_lm_path())
+        assert entry["dtypes"]["model_dtype"] == entry["dtypes"]["engine_dtype"] == "float32"
     text = (out / "report.md").read_text()
     assert saved["command"] in text and "## Math (`freshrl/Math-v0`)" in text
     assert (out / "report.png").read_bytes().startswith(b"\x89PNG")

@@ -26,6 +26,7 @@ def test_compare_writes_table_curves_json_and_skips_finished_runs(tmp_path, tiny
         assert all(point["episodes"] == 4 for point in run["curve"])
         assert len(run["training"]) == 1 and run["training"][0]["training_iteration"] == 1
         assert run["peak"] == run["curve"][1]["success"]
+        assert run["dtypes"]["model_dtype"] == run["dtypes"]["engine_dtype"] == "float32"  # the tiny scale's
     assert json.loads(runs[0].read_text())["tau"] == 20.0
 
     results = json.loads((tmp_path / "results.json").read_text())
