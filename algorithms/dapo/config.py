@@ -130,8 +130,8 @@ class DAPOConfig(AlgorithmConfig):
         # "auto" = on when the resolved engine_dtype != model_dtype (the learner's compute dtype): peers ship
         # it for exactly that case (bf16 engine vs fp32 learner); with equal dtypes the logprobs agree to
         # ~1e-6 here (docs/design.md, section 7), so the extra forward would buy nothing. "auto" is also on
-        # in async mode: the batch is a version old, and the trust region belongs around the current policy with the
-        # staleness in the truncated weight (AReaL's decoupled PPO objective). True / False force it.
+        # in async mode: the batch is a version old, and the trust region belongs around the current policy
+        # with the staleness in the truncated weight (AReaL's decoupled PPO objective). True / False force it.
         # With it on, a replay batch's ratio starts at 1 and its staleness sits in the truncated weight (the
         # decoupled objective of AReaL, Fu et al. 2025, truncated as TIS).
         self.mismatch_correction: bool | str = "auto"
