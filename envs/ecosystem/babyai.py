@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import io
 import re
 from typing import Any
 
@@ -119,7 +121,8 @@ class BabyAIEnv(MultiTurnEnv):
         self.level = level
         self.max_actions_per_turn = check_int("max_actions_per_turn", max_actions_per_turn, 1)
         self._env = _make_level(level)
-        self._env.reset(seed=0)  # some levels set max_steps only when they build a room
+        with contextlib.redirect_stdout(io.StringIO()):
+            self._env.reset(seed=0)  # some levels set max_steps only when they build a room
         if self.image_shape is not None:
             self.image_shape = (self._env.height * TILE_PIXELS, self._env.width * TILE_PIXELS, 3)
         if max_turns is None:
@@ -139,7 +142,9 @@ class BabyAIEnv(MultiTurnEnv):
         return super().reset(seed=seed, options=options)
 
     def _draw(self) -> str:
-        self._env.reset(seed=int(self.np_random.integers(2**31)))
+        # BabyAI prints every rejected object placement ("Sampling rejected: ...") while it builds a room.
+        with contextlib.redirect_stdout(io.StringIO()):
+            self._env.reset(seed=int(self.np_random.integers(2**31)))
         return f"{self._env.mission}\n{self.map_text()}"
 
     def _new_task(self) -> str:
