@@ -10,7 +10,7 @@ UV := python3 -m uv
 
 $(VENV)/.synced-$(VLLM): pyproject.toml uv.lock
 	python3 -m pip install --quiet --disable-pip-version-check "uv>=0.9"
-	$(UV) sync --frozen --extra $(VLLM) --group dev
+	$(UV) sync --frozen --extra $(VLLM) --extra ecosystem --group dev
 	rm -f $(VENV)/.synced-*
 	touch $@
 
@@ -30,7 +30,7 @@ bench: $(VENV)/.synced-$(VLLM)-bench
 
 $(VENV)/.synced-$(VLLM)-bench: pyproject.toml uv.lock
 	python3 -m pip install --quiet --disable-pip-version-check "uv>=0.9"
-	$(UV) sync --frozen --extra $(VLLM) --extra bench --group dev
+	$(UV) sync --frozen --extra $(VLLM) --extra ecosystem --extra bench --group dev
 	rm -f $(VENV)/.synced-*
 	touch $(VENV)/.synced-$(VLLM) $@
 

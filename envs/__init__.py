@@ -42,3 +42,5 @@ for _env_id, (_entry_point, _kwargs) in _ENVS.items():
 ENV_IDS = tuple(_ENVS)
 
 __all__ = ["ENV_IDS", "MultiTurnEnv", "Outcome", "Parsed", "create"]
+
+import envs.ecosystem  # noqa: E402,F401  (registers the ecosystem ids whose library is installed)

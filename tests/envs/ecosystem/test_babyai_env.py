@@ -1,0 +1,49 @@
+"""BabyAI adapter (minigrid): the env contract on every exposed level (text and vision), and BabyAIBot."""
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+pytest.importorskip("minigrid", reason="the ecosystem extra (minigrid) is not installed")
+
+from envs.contract import contract_test  # noqa: E402
+from envs.ecosystem import ECOSYSTEM_IDS  # noqa: E402
+from envs.seeds import seeds  # noqa: E402
+
+IDS = [env_id for env_id in ECOSYSTEM_IDS if env_id.startswith("babyai/")]
+# Few samples and split tasks (a held-out room takes ~20 resets): the full sizes take minutes here.
+FAST = {"fuzz_samples": 8, "split_tasks": 8, "oracle_episodes": 4, "fresh_interpreter": False}
+
+test_babyai_contract = contract_test(*IDS, **FAST)
+
+
+@pytest.mark.parametrize("env_id", IDS)
+def test_bot_solves_levels(env_id):
+    env = gym.make(env_id).unwrapped
+    solved = 0
+    for seed in seeds("validation", 4):
+        env.reset(seed=seed)
+        while answers := env.oracle_responses():
+            _, reward, terminated, truncated, info = env.step(answers[0])
+            assert info["action_valid"]
+            if terminated or truncated:
+                break
+        solved += info["success"] and reward == 1.0 and info["minigrid_reward"] > 0
+    assert solved == 4
+
+
+def test_text_map_shows_the_agent_and_moves_with_it():
+    env = gym.make("babyai/GoToLocal-v0").unwrapped
+    observation, _ = env.reset(seed=seeds("train", 1)[0])
+    assert sum(env.map_text().split().count(agent) for agent in ("A>", "Av", "A<", "A^")) == 1
+    assert f"Mission: {env._env.mission}" in observation and env.map_text() in observation
+    observation, *_ = env.step("<answer>left</answer>")
+    assert env.map_text() in observation
+
+
+def test_vision_frame_changes_with_the_agent_and_text_hides_the_map():
+    env = gym.make("babyai/GoToLocalVision-v0").unwrapped
+    observation, _ = env.reset(seed=seeds("train", 1)[0])
+    assert observation["image"].shape == (224, 224, 3) and "##" not in observation["text"]
+    turned, *_ = env.step("<answer>left</answer>")
+    assert not np.array_equal(observation["image"], turned["image"])
