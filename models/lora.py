@@ -81,6 +81,8 @@ def add_lora(
         )
     for name, parameter in model.named_parameters():
         parameter.requires_grad_(f".lora_A.{ADAPTER}." in name or f".lora_B.{ADAPTER}." in name)
+    # New modules start in train mode; dropout acts only where the caller turns it on (set_dropout_active).
+    set_dropout_active(model, False)
     return model
 
 

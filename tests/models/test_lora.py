@@ -18,6 +18,7 @@ from models.lora import (
     add_lora,
     load_adapter_state_dict,
     merged_state_dict,
+    set_dropout_active,
 )
 
 TOLERANCE = 1e-3  # fp32 engine vs fp32 transformers, as tests/algorithms/test_weight_sync.py
@@ -114,6 +115,25 @@ def test_every_logprobs_path_trains_the_adapters_alone(lm_path: Path, share_pref
             assert torch.allclose(other[name], grad, atol=1e-5, rtol=1e-4), name
         else:
             assert grad is None and other[name] is None, name
+
+
+def test_dropout_acts_only_where_turned_on(lm_path: Path):
+    model, ids = lora_model(lm_path, dropout=0.5), sample_ids(lm_path)
+    undropped = logprobs(lora_model(lm_path), ids)
+    assert torch.equal(logprobs(model, ids), undropped)
+    set_dropout_active(model, True)
+    assert not torch.equal(logprobs(model, ids), undropped)
+    set_dropout_active(model, False)
+    assert torch.equal(logprobs(model, ids), undropped)
+
+
+def test_vision_model_merges_under_its_own_names(vlm_path: Path):
+    from transformers import AutoModelForImageTextToText
+
+    base = AutoModelForImageTextToText.from_pretrained(vlm_path, dtype=torch.float32)
+    names = base.state_dict().keys()
+    merged = merged_state_dict(add_lora(base, rank=4, alpha=8.0, dropout=0.0, target_modules="all-linear"))
+    assert merged.keys() == names
 
 
 def test_adapter_state_round_trips_and_refuses_other_states(lm_path: Path):
