@@ -10,6 +10,9 @@ The inference-only module (``inference_only=True``, built by EnvRunners) holds n
 :class:`RolloutEngine` and :class:`ChatRenderer`, and ``set_state`` pushes the learner's weights into vLLM.
 State dicts are torch tensors, not numpy, so bf16 survives RLlib's weight sync and checkpoints. A weight sync
 (``get_state(inference_only=True)``) carries the engine's dtype: a bf16 engine receives half the bytes.
+
+With ``lora_rank > 0`` the learner's model carries LoRA adapters (models/lora.py) and only they train; a
+weight sync carries the merged weights (the engine sees an ordinary model), and a checkpoint the adapters.
 """
 
 from __future__ import annotations
@@ -48,7 +51,8 @@ def load_hf_model(model_path: str) -> torch.nn.Module:
 
 class LLMPolicyModule(TorchRLModule):
     """model_config keys: model_path, model_dtype, engine_dtype, max_context_tokens, engine_kv_cache_gib,
-    system_prompt, temperature, share_prefix, gradient_checkpointing, seed (see DAPOConfig)."""
+    system_prompt, temperature, share_prefix, gradient_checkpointing, seed, lora_rank, lora_alpha,
+    lora_dropout, lora_target_modules (see DAPOConfig)."""
 
     def setup(self) -> None:
         config = self.model_config or {}
@@ -61,6 +65,8 @@ class LLMPolicyModule(TorchRLModule):
         self.share_prefix = bool(config.get("share_prefix", False))
         self.gradient_checkpointing = bool(config.get("gradient_checkpointing", False))
         self.vision = is_vision_model(self.model_path)
+        self.lora_rank = int(config.get("lora_rank", 0))
+        self._lora_dropout = float(config.get("lora_dropout", 0.0))
         if self.inference_only:
             from models.chat import ChatRenderer
             from models.engine import RolloutEngine
@@ -76,6 +82,17 @@ class LLMPolicyModule(TorchRLModule):
         else:
             self.model = load_hf_model(self.model_path)
             self.model.config.use_cache = False
+            if self.lora_rank > 0:
+                from models.lora import ALL_LINEAR, add_lora
+
+                add_lora(
+                    self.model,
+                    rank=self.lora_rank,
+                    alpha=float(config.get("lora_alpha", 2 * self.lora_rank)),
+                    dropout=self._lora_dropout,
+                    target_modules=config.get("lora_target_modules", ALL_LINEAR),
+                    seed=int(config.get("seed", 0)),
+                )
 
     # ------------------------------------------------------------------ learner forward
     def _forward(self, batch: dict[str, Any], **kwargs) -> dict[str, Any]:
@@ -93,6 +110,11 @@ class LLMPolicyModule(TorchRLModule):
             if self.model_dtype == "bfloat16"
             else contextlib.nullcontext()
         )
+        if self.lora_rank > 0 and self._lora_dropout > 0:
+            from models.lora import set_dropout_active
+
+            # Dropout in the loss's forward only: pi_old and the reference must be the engine's policy.
+            set_dropout_active(self.model, torch.is_grad_enabled())
         with autocast:
             logp, entropy = token_logprobs(
                 self.model,
@@ -115,9 +137,18 @@ class LLMPolicyModule(TorchRLModule):
     def get_state(self, components=None, *, not_components=None, inference_only: bool = False, **kwargs):
         """The HF state dict as fresh CPU tensors; ``inference_only=True`` (RLlib's weight sync to the
         EnvRunners) casts floating-point tensors to the engine's dtype, which the engine would do on loading
-        anyway. For a bf16 engine and a 0.5B model that halved the sync's CPU time (clone, ray.put, load)."""
+        anyway. For a bf16 engine and a 0.5B model that halved the sync's CPU time (clone, ray.put, load).
+        With LoRA: the merged weights for the sync, the adapters alone otherwise (checkpoints)."""
         if self.inference_only:
             return {}
+        if self.lora_rank > 0:
+            from models.lora import adapter_state_dict, merged_state_dict
+
+            return (
+                merged_state_dict(self.model, self._sync_dtype)
+                if inference_only
+                else adapter_state_dict(self.model)
+            )
         state = {}
         for name, tensor in self.model.state_dict().items():
             dtype = self._sync_dtype if inference_only and tensor.is_floating_point() else None
@@ -130,5 +161,9 @@ class LLMPolicyModule(TorchRLModule):
         tensors = {name: torch.as_tensor(value) for name, value in state.items()}
         if self.inference_only:
             self.engine.load_weights(tensors)
+        elif self.lora_rank > 0:
+            from models.lora import load_adapter_state_dict
+
+            load_adapter_state_dict(self.model, tensors)
         else:
             self.model.load_state_dict(tensors)

@@ -180,6 +180,21 @@ class DAPOConfig(AlgorithmConfig):
         # in memory without it; verl's DAPO recipe and TRL's GRPOConfig turn it on, for models that would not.
         self.gradient_checkpointing = False
 
+        # LoRA (Hu et al., 2021, arXiv 2106.09685; models/lora.py): rank r of the adapters, 0 = full
+        # fine-tuning (the default). Only the adapters train and the optimizer holds them alone; every weight
+        # sync hands the engine the merged weights W + (alpha / r) B A; checkpoints hold the adapters.
+        self.lora_rank = 0
+        # alpha; None = 2 x lora_rank: scaling alpha / r = 2, the common pairing of peft's and TRL's examples
+        # (r 8 / alpha 16, r 16 / alpha 32), kept when the rank changes.
+        self.lora_alpha: float | None = None
+        # On the adapters' input in the loss's forward pass only (never in the pi_old or reference passes,
+        # whose logprobs must be the engine's); peft's default 0: dropout in a PPO ratio is noise in it.
+        self.lora_dropout = 0.0
+        # "all-linear" (every linear layer but the output head: QLoRA, Dettmers et al. 2023, arXiv 2305.14314,
+        # section 4, finds all layers needed to match full fine-tuning; verl's and TRL's LoRA examples) or a
+        # list of module names as peft matches them, e.g. ["q_proj", "k_proj", "v_proj", "o_proj"].
+        self.lora_target_modules: str | list[str] = "all-linear"
+
         # Replay (FreshPER). mode: on_policy (no buffer) | per | freshper | freshper_poly. The tiny scale sets
         # its own tau, capacity and beta horizon (scales.TINY_REPLAY).
         self.replay_mode = "on_policy"
@@ -271,6 +286,10 @@ class DAPOConfig(AlgorithmConfig):
         micro_batch_size: int = NotProvided,
         share_prefix: bool = NotProvided,
         gradient_checkpointing: bool = NotProvided,
+        lora_rank: int = NotProvided,
+        lora_alpha: float | None = NotProvided,
+        lora_dropout: float = NotProvided,
+        lora_target_modules: str | list[str] = NotProvided,
         **kwargs: Any,
     ) -> DAPOConfig:
         """DAPO settings (see the attribute comments in ``__init__``) plus RLlib's own ``training`` keys
@@ -471,7 +490,7 @@ class DAPOConfig(AlgorithmConfig):
                 "max_response_tokens must be < max_context_tokens",
             ),
         ]
-        for ok, message in checks + self._evaluation_checks():
+        for ok, message in checks + self._evaluation_checks() + self._lora_checks():
             if not ok:
                 raise ValueError(f"DAPOConfig: {message}")
         # Resolved here, in the driver, before any learner or EnvRunner exists: they get copies of this
@@ -506,6 +525,41 @@ class DAPOConfig(AlgorithmConfig):
                 f"{self.evaluation_num_env_runners} and {self.evaluation_parallel_to_training}",
             ),
         ]
+
+    def _lora_checks(self) -> list[tuple[bool, str]]:
+        targets = self.lora_target_modules
+        return [
+            (
+                isinstance(self.lora_rank, int)
+                and not isinstance(self.lora_rank, bool)
+                and self.lora_rank >= 0,
+                f"lora_rank must be an integer >= 0 (0 = full fine-tuning), got {self.lora_rank!r}",
+            ),
+            (
+                self.lora_alpha is None
+                or (isinstance(self.lora_alpha, int | float) and not isinstance(self.lora_alpha, bool))
+                and self.lora_alpha > 0,
+                f"lora_alpha must be a number > 0, or None for 2 x lora_rank, got {self.lora_alpha!r}",
+            ),
+            (
+                isinstance(self.lora_dropout, int | float) and 0 <= self.lora_dropout < 1,
+                f"lora_dropout must be in [0, 1), got {self.lora_dropout!r}",
+            ),
+            (
+                targets == "all-linear"
+                or (
+                    isinstance(targets, list | tuple)
+                    and len(targets) > 0
+                    and all(isinstance(name, str) and name for name in targets)
+                ),
+                "lora_target_modules must be 'all-linear' or a non-empty list of module names (e.g. "
+                f"['q_proj', 'v_proj']), got {targets!r}",
+            ),
+        ]
+
+    def resolved_lora_alpha(self) -> float:
+        """LoRA's alpha: ``lora_alpha``, or 2 x ``lora_rank`` where it is None."""
+        return 2.0 * self.lora_rank if self.lora_alpha is None else float(self.lora_alpha)
 
     def resolved_dual_clip_c(self) -> float | None:
         """The dual clip the loss uses: ``dual_clip_c``, with "auto" = 3.0 when replay is on, else off."""
@@ -572,6 +626,10 @@ class DAPOConfig(AlgorithmConfig):
             "share_prefix": self.share_prefix,
             "gradient_checkpointing": self.gradient_checkpointing,
             "seed": self.seed or 0,
+            "lora_rank": self.lora_rank,
+            "lora_alpha": self.resolved_lora_alpha(),
+            "lora_dropout": self.lora_dropout,
+            "lora_target_modules": self.lora_target_modules,
         }
 
     @property

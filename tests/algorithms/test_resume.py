@@ -6,6 +6,9 @@ before it trains, as ``experiments.train`` does: evaluating must change nothing 
 The checkpoint is taken where every piece of state matters: dynamic sampling holds a surplus group, the
 FreshPER buffer is filled and sampled, the learning rate is still warming up, each pass shuffles
 mini-batches and runs two epochs, and the env is multi-turn with rewards a random model can earn.
+
+The LoRA case (``lora_rank > 0``, models/lora.py) runs the same story; its checkpoint holds the adapters and
+their AdamW state, not the frozen base weights, which the restored learner reloads from the model directory.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import math
 from typing import Any
 
 import gymnasium as gym
+import pytest
 import torch
 
 from algorithms.dapo import DAPO, DAPOConfig
@@ -58,7 +62,7 @@ def informative_unless_group_1(group) -> list[float]:
     return [0.0] * len(group) if group[0].group_id == 1 else list(range(len(group)))
 
 
-def resume_config(make) -> DAPOConfig:
+def resume_config(make, **training) -> DAPOConfig:
     config = make(
         EVEN_LENGTHS,
         group_size=4,
@@ -71,6 +75,7 @@ def resume_config(make) -> DAPOConfig:
         minibatch_size=4,
         micro_batch_size=2,
         warmup_steps=ITERATIONS + 2,  # the learning rate changes every iteration
+        **training,
     )
     config = config.replay(mode="freshper", num_batches=1, tau=2.0)
     return config.evaluation(evaluation_interval=1, evaluation_num_tasks=2, evaluation_samples_per_task=2)
@@ -108,8 +113,20 @@ def train(algo: DAPO, iterations: int) -> list[dict[str, Any]]:
     return [deterministic_metrics(algo.train()) for _ in range(iterations)]
 
 
-def test_resumed_run_equals_the_straight_run(small_dapo_config, tmp_path):
-    config = resume_config(small_dapo_config)
+def assert_checkpoint_holds_adapters_only(algo: DAPO) -> None:
+    """The learner's state (what a checkpoint stores) is the adapters and their optimizer state alone."""
+    state = algo.learner_group.get_state()["learner"]
+    module_state = state["rl_module"]["default_policy"]
+    model = algo.learner_group._learner.module["default_policy"].model
+    adapters = {name for name, p in model.named_parameters() if p.requires_grad}
+    assert module_state.keys() == adapters and all(".lora_" in name for name in adapters)
+    (optimizer,) = state["optimizer"].values()
+    assert len(optimizer["state"]["state"]) == len(adapters)
+
+
+@pytest.mark.parametrize("lora_rank", [0, 4], ids=["full", "lora"])
+def test_resumed_run_equals_the_straight_run(small_dapo_config, tmp_path, lora_rank):
+    config = resume_config(small_dapo_config, lora_rank=lora_rank)
 
     straight = build(config)
     try:
@@ -127,6 +144,8 @@ def test_resumed_run_equals_the_straight_run(small_dapo_config, tmp_path):
         # The checkpoint holds the state that a lossy resume would drop.
         assert first._sampler.surplus, {k: v for m in first_metrics for k, v in m.items() if "rollout/" in k}
         assert len(first._replay) > 0 and "replay/batch_mean_age" in first_metrics[-1]  # sampled, too
+        if lora_rank:
+            assert_checkpoint_holds_adapters_only(first)
         checkpoint = first.save_to_path(str(tmp_path / "checkpoint"))
     finally:
         first.stop()

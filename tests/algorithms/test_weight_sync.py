@@ -3,13 +3,17 @@ EnvRunner DAPO hands the learner's state to the local runner directly (no copy t
 a second copy of the weights would stay mapped); this checks the weights arrive: the engine's behaviour
 logprobs of a fresh rollout equal the learner's logprobs of the same tokens (fp32 on both sides), while the
 weights before the update give other values. The engine's own copy of the weights is dropped for the
-update and rebuilt by the sync."""
+update and rebuilt by the sync.
+
+With LoRA (models/lora.py) the same holds for the merged weights: only the adapters moved, the optimizer holds
+them alone, and an engine left on the base weights is caught."""
 
 from __future__ import annotations
 
 import copy
 
 import torch
+from transformers import AutoModelForCausalLM
 
 from algorithms.dapo.collate import collate
 from envs.seeds import SPLITS
@@ -55,5 +59,52 @@ def test_local_engine_samples_from_the_updated_weights(small_dapo_config, ray_se
         for trajectory in group:
             assert max_logprob_gap(learner_model, trajectory) < TOLERANCE
         assert max(max_logprob_gap(before, trajectory) for trajectory in group) > 10 * TOLERANCE
+    finally:
+        algo.stop()
+
+
+def test_lora_update_reaches_the_engine(small_dapo_config, ray_session):
+    config = small_dapo_config(
+        lr=5e-2,  # the adapters start at B = 0; one step must move the merged weights past the tolerance
+        warmup_steps=0,
+        kl_coef=1e-3,  # as above; the reference is the policy with its adapters off
+        dynamic_sampling=False,
+        overlong_filtering=False,
+        model_dtype="float32",
+        engine_dtype="float32",
+        lora_rank=4,
+    )
+    algo = config.build_algo()
+    try:
+        runner = algo.env_runner_group.local_env_runner
+        learner = algo.learner_group._learner
+        learner_model = learner.module["default_policy"].model
+        before = {name: tensor.clone() for name, tensor in learner_model.state_dict().items()}
+        adapters = {name for name, p in learner_model.named_parameters() if p.requires_grad}
+        assert adapters and all(".lora_" in name for name in adapters)
+        algo.train()
+        assert algo._policy_version == 1
+        # Gradients reached the adapters only: the base is as loaded, B moved off zero, and AdamW holds (and
+        # keeps state for) the adapters alone.
+        after = learner_model.state_dict()
+        for name, tensor in before.items():
+            assert torch.equal(tensor, after[name]) == (name not in adapters), name
+        optimizer = learner.get_optimizer("default_policy")
+        held = {id(p) for group in optimizer.param_groups for p in group["params"]}
+        assert held == {id(p) for name, p in learner_model.named_parameters() if name in adapters}
+        assert {id(p) for p in optimizer.state} == held
+
+        (group,) = runner.sample_groups([int(SPLITS["validation"][0])], log_metrics=False)
+        for trajectory in group:
+            assert max_logprob_gap(learner_model, trajectory) < TOLERANCE
+        base = AutoModelForCausalLM.from_pretrained(
+            learner.module["default_policy"].model_path, dtype=torch.float32
+        )
+        assert max(max_logprob_gap(base, trajectory) for trajectory in group) > 10 * TOLERANCE
+
+        # The check above catches an update that never arrives: an engine left on the base weights.
+        runner.module.engine.load_weights(base.state_dict())
+        (stale,) = runner.sample_groups([int(SPLITS["validation"][0])], log_metrics=False)
+        assert max(max_logprob_gap(learner_model, trajectory) for trajectory in stale) > 10 * TOLERANCE
     finally:
         algo.stop()
