@@ -18,7 +18,7 @@ def read_rows(path) -> list[dict[str, str]]:
         return list(csv.DictReader(handle))
 
 
-def test_train_writes_results_and_resumes(tmp_path, ray_session, capsys):
+def test_train_writes_results_and_resumes(tmp_path, ray_session):
     workload = {
         "prompts_per_iteration": 2,
         "group_size": 2,
@@ -46,11 +46,10 @@ def test_train_writes_results_and_resumes(tmp_path, ray_session, capsys):
     assert float(rows[0]["evaluation/success"]) == after["success"]
     assert [e["iteration"] for e in saved["evaluations"]] == [0, 1]
     assert saved["overrides"]["group_size"] == 2 and saved["scale"] == "tiny"
-    # The tiny scale's explicit float32, printed at start and recorded with the CPU it ran on.
-    printed = capsys.readouterr().out
-    assert "learner dtype float32: set explicitly; engine dtype float32: set explicitly" in printed
-    assert saved["dtypes"]["model_dtype"] == saved["dtypes"]["engine_dtype"] == "float32"
-    assert saved["dtypes"]["cpu_capability"]
+    # The tiny scale's explicit float32, recorded with the CPU it ran on.
+    dtypes = saved["dtypes"]
+    assert dtypes["model_dtype_reason"] == dtypes["engine_dtype_reason"] == "float32: set explicitly"
+    assert dtypes["cpu_capability"]
     assert (first / "checkpoint" / "rllib_checkpoint.json").exists()
 
     second = tmp_path / "second"
