@@ -46,6 +46,7 @@ import json
 import math
 import mmap
 import random
+import weakref
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -64,6 +65,7 @@ from models.vllm_env import (
     drop_stored_import_tracebacks,
     engine_in_process,
     guard_vllm_kernel_scan,
+    keep_parallel_state_while_shared,
     on_cuda,
     quiet_expected_reload_warnings,
 )
@@ -146,6 +148,8 @@ def kv_cache_gib_for(
 
 # Tokens of prefill per engine step on CPU (whole prompts only; see RolloutEngine.__init__).
 CPU_PREFILL_TOKEN_BUDGET = 8192
+# Engines whose core runs in this process share vLLM's parallel state (keep_parallel_state_while_shared).
+_IN_PROCESS_ENGINES: weakref.WeakSet[RolloutEngine] = weakref.WeakSet()
 
 
 class RolloutEngine:
@@ -190,6 +194,7 @@ class RolloutEngine:
 
         guard_vllm_kernel_scan()
         quiet_expected_reload_warnings()
+        keep_parallel_state_while_shared(lambda: len(_IN_PROCESS_ENGINES) > 0)
         if kv_cache_gib is None and not cuda:
             kv_cache_gib = CPU_DEFAULT_KV_CACHE_GIB
         if kv_cache_gib is not None:
@@ -216,6 +221,8 @@ class RolloutEngine:
             )
         drop_stored_import_tracebacks()
         self._in_process = tensor_parallel_size == 1 and engine_in_process()
+        if self._in_process:
+            _IN_PROCESS_ENGINES.add(self)
         hf_config = self.llm.llm_engine.model_config.hf_config
         self.is_vision = hasattr(hf_config, "vision_config")
         self._image_token_id = getattr(

@@ -24,6 +24,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from collections.abc import Callable
 
 import torch
 
@@ -68,6 +69,29 @@ def guard_vllm_kernel_scan() -> None:
         return namespace if hasattr(namespace, "get") else {}
 
     dispatcher.vars = dict_vars
+
+
+def keep_parallel_state_while_shared(live_engines: Callable[[], bool]) -> None:
+    """Keep vLLM's process-wide parallel state while another in-process engine still uses it (once).
+
+    Every engine core in this process shares vLLM's module-level parallel groups (world size one). When one
+    engine is dropped, its ``EngineCore.shutdown`` calls ``cleanup_dist_env_and_memory``, which destroys
+    those groups for all of them, and the next ``generate`` of a surviving engine fails with "pipeline model
+    parallel group is not initialized" (an evaluation engine dropped beside the training engine would do
+    it). The cleanup is skipped while ``live_engines()`` says another engine lives; the last one runs it.
+    """
+    from vllm.v1.engine import core
+
+    cleanup = core.cleanup_dist_env_and_memory
+    if getattr(cleanup, "_keeps_shared_state", False):
+        return
+
+    def cleanup_unless_shared(*args, **kwargs) -> None:
+        if not live_engines():
+            cleanup(*args, **kwargs)
+
+    cleanup_unless_shared._keeps_shared_state = True
+    core.cleanup_dist_env_and_memory = cleanup_unless_shared
 
 
 class _ExpectedReloadWarnings(logging.Filter):

@@ -183,3 +183,17 @@ def test_text_engine_refuses_images(lm_engine: RolloutEngine, prompts):
 def test_missing_model_path_names_the_tiny_builder(tmp_path: Path):
     with pytest.raises(FileNotFoundError, match="tiny_lm_path"):
         RolloutEngine(tmp_path / "no-such-model")
+
+
+def test_dropping_an_engine_leaves_the_others_working(lm_engine: RolloutEngine, lm_path: Path, prompts):
+    """In-process engines share vLLM's parallel state; the one dropped must not tear it down for the rest."""
+    import gc
+
+    sampling = SamplingConfig(n=1, max_tokens=8, seed=3)
+    before = lm_engine.generate(prompts, sampling)
+    other = RolloutEngine(lm_path, dtype="float32", max_model_len=256, seed=0, kv_cache_gib=0.05)
+    other.generate(prompts, sampling)
+    del other
+    gc.collect()
+    after = lm_engine.generate(prompts, sampling)
+    assert [c.token_ids for cs in after for c in cs] == [c.token_ids for cs in before for c in cs]

@@ -45,8 +45,8 @@ def test_kv_cache_gib_for_scales_with_dtype_and_refuses_nonsense(lm_path: Path):
 
 
 def own_engine(lm_path: Path) -> tuple[RolloutEngine, list[Prompt], SamplingConfig]:
-    """An engine of its own, four prompts and seeded sampling: the session engine's workers may have lost
-    vLLM's parallel state to engines other tests built and dropped, and its memory may be released already."""
+    """An engine of its own, four prompts and seeded sampling: the session engine's memory may be released
+    already."""
     import numba  # noqa: F401  (as the session engine: models.vllm_env.guard_vllm_kernel_scan)
 
     engine = RolloutEngine(lm_path, dtype="float32", max_model_len=1024, seed=0, kv_cache_gib=0.25)
