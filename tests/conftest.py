@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from algorithms.dapo import DAPOConfig, apply_algorithm, apply_scale
+from experiments.ray_session import start_ray
+
+# Where a test's EnvRunner that kills itself leaves its mark (tests/algorithms/test_remote_runners.py).
+CRASH_MARKER_VARIABLE = "FRESHRL_TEST_CRASH_MARKER"
 
 # The smallest DAPO workload that still runs the real path: 2 task seeds x 2 samples, 8 tokens per turn.
 SMALLEST_WORKLOAD: dict[str, Any] = {
@@ -55,3 +61,27 @@ def step_gradients() -> Callable[[Any], list[dict[str, Any]]]:
         return steps
 
     return record
+
+
+@pytest.fixture(scope="session")
+def ray_settings(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """``ray.init`` settings of the run's one Ray instance: three logical CPUs (two EnvRunner actors and a
+    Learner actor fit; the cores are shared), workers that can import the algorithm tests' modules (a test's
+    runner class is pickled by reference) and know where a crashing runner leaves its mark."""
+    python_path = os.pathsep.join(
+        p for p in [str(Path(__file__).parent / "algorithms"), os.environ.get("PYTHONPATH", "")] if p
+    )
+    marker = tmp_path_factory.mktemp("ray") / "crashed"
+    return {
+        "num_cpus": 3,
+        "runtime_env": {"env_vars": {"PYTHONPATH": python_path, CRASH_MARKER_VARIABLE: str(marker)}},
+    }
+
+
+@pytest.fixture
+def ray_session(ray_settings: dict[str, Any]) -> Iterator[None]:
+    """Ray for a test: one instance for the whole run, started by the first test that asks and kept for the
+    next (a start costs seconds on two cores). A test that needs Ray started otherwise shuts it down after
+    itself, and the next test that asks starts this one again."""
+    start_ray(**ray_settings)
+    yield

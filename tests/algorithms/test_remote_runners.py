@@ -5,21 +5,23 @@ and a learner actor train as a cluster would place them."""
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import ray
 import torch
 
 from algorithms.env_runner import MultiTurnEnvRunner
-from experiments.ray_session import start_ray
+
+# Set in the workers of the run's Ray session (tests/conftest.py, ray_settings).
+CRASH_MARKER_VARIABLE = "FRESHRL_TEST_CRASH_MARKER"
 
 
 class CrashOnceRunner(MultiTurnEnvRunner):
     """Kills its own process on the first rollout it is asked for (a marker file makes it happen once)."""
 
     def sample_groups(self, seeds=(), **kwargs):
-        marker = Path(os.environ["FRESHRL_TEST_CRASH_MARKER"])
+        marker = Path(os.environ[CRASH_MARKER_VARIABLE])
         if seeds and not marker.exists():
             marker.write_text(str(os.getpid()))
             os._exit(1)
@@ -27,17 +29,13 @@ class CrashOnceRunner(MultiTurnEnvRunner):
 
 
 @pytest.fixture
-def crash_marker(tmp_path):
-    """A Ray session whose workers can import this module and know where the crash marker goes."""
-    marker = tmp_path / "crashed"
-    python_path = os.pathsep.join(
-        p for p in [str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")] if p
-    )
-    env_vars = {"PYTHONPATH": python_path, "FRESHRL_TEST_CRASH_MARKER": str(marker)}
-    ray.shutdown()
-    start_ray(num_cpus=2, runtime_env={"env_vars": env_vars})
+def crash_marker(ray_session, ray_settings) -> Iterator[Path]:
+    """The run's Ray session (its workers import this module) and the crash marker its runners know of,
+    absent before the test and after it."""
+    marker = Path(ray_settings["runtime_env"]["env_vars"][CRASH_MARKER_VARIABLE])
+    marker.unlink(missing_ok=True)
     yield marker
-    ray.shutdown()
+    marker.unlink(missing_ok=True)
 
 
 def test_crashed_remote_runner_is_replaced_and_rollout_retried(small_dapo_config, crash_marker):
@@ -60,16 +58,7 @@ def test_crashed_remote_runner_is_replaced_and_rollout_retried(small_dapo_config
         algo.stop()
 
 
-@pytest.fixture
-def three_actor_session():
-    """Room for two EnvRunner actors and one Learner actor (one logical CPU each; the cores are shared)."""
-    ray.shutdown()
-    start_ray(num_cpus=3)
-    yield
-    ray.shutdown()
-
-
-def test_two_remote_runners_and_a_learner_in_its_own_process(small_dapo_config, three_actor_session):
+def test_two_remote_runners_and_a_learner_in_its_own_process(small_dapo_config, ray_session):
     """The cluster layout (docs/scaling.md): rollouts on two EnvRunner actors, each with its own vLLM engine,
     and the update on one Learner actor; nothing of either runs in the driver."""
     config = (

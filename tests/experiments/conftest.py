@@ -1,14 +1,10 @@
 """Shared settings for the entry-point tests: the smallest workload that still runs the real path (tiny LM,
-real vLLM engine, real RLlib/Tune), and one Ray instance for the session."""
+real vLLM engine, real RLlib/Tune)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
-import ray
 
-from experiments.ray_session import start_ray
 from models.tiny import tiny_lm_path
 
 
@@ -26,10 +22,3 @@ def tiny_workload() -> list[str]:
         "--max-generation-batches", "1",
         "--kv-cache-gib", "0.5",
     ]  # fmt: skip
-
-
-@pytest.fixture(scope="session")
-def ray_session() -> Iterator[None]:
-    start_ray(num_cpus=2)
-    yield
-    ray.shutdown()

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import textwrap
+from collections.abc import Iterator
 
 import pytest
 import ray
@@ -86,9 +87,10 @@ TINY_TRAINING = {
 
 
 @pytest.fixture
-def user_module(tmp_path, monkeypatch) -> None:
+def user_module(tmp_path, monkeypatch) -> Iterator[None]:
     """The env's module in a directory of the user's, importable here, in subprocesses and in Ray workers
-    (which inherit PYTHONPATH from the Ray started after it is set)."""
+    (which inherit PYTHONPATH from the Ray started after it is set; shut down after the test, so the next
+    test that asks for Ray gets the run's own)."""
     folder = tmp_path / "user_code"
     folder.mkdir()
     (folder / f"{MODULE}.py").write_text(ENV_SOURCE)
@@ -98,6 +100,8 @@ def user_module(tmp_path, monkeypatch) -> None:
     )
     ray.shutdown()
     start_ray(num_cpus=2)
+    yield
+    ray.shutdown()
 
 
 def strict_json(path) -> dict:
