@@ -3,10 +3,10 @@
 ``--modes`` also takes ``freshper+backfill``: FreshPER with replay as backfill, tested against FreshPER like
 every other mode.
 
-For every (seed, env, mode) it builds DAPO with ``experiments.run_config.build_config`` (the env's settings
-file, then the options of ``experiments.sweep``: ``--model``, by default the tiny model warm-started on the
-env; ``--algorithm``, ``--scale``, ``--set key=value`` and the workload options; 3 iterations evaluated every
-iteration on 16 tasks unless the options say otherwise), measures validation success before training
+For every (seed, env, mode) it builds DAPO with ``experiments.common.run_config.build_config`` (the env's
+settings file, then the options of ``experiments.sweep``: ``--model``, by default the tiny model warm-started
+on the env; ``--algorithm``, ``--scale``, ``--set key=value`` and the workload options; 3 iterations evaluated
+every iteration on 16 tasks unless the options say otherwise), measures validation success before training
 (``DAPO.evaluate_policy``) and inside training every ``--eval-every`` iterations (RLlib's
 ``evaluation_interval``; the last iteration always), then stops the algorithm. Validation success is the mean
 success of ``--eval-samples`` episode(s) on each of the first ``--eval-tasks`` tasks of the validation split
@@ -43,12 +43,12 @@ from typing import Any
 import numpy as np
 
 from algorithms.replay import REPLAY_MODES
-from experiments.ray_session import start_ray
-from experiments.results_json import dtype_record, dumps
-from experiments.run_config import DEFAULT_ENV, RunSettings, build_config
-from experiments.run_options import check_env_id
-from experiments.sweep import add_workload_args, workload_config, workload_settings
-from experiments.train import MOSTLY_UNTRAINED_SHARE, flatten, trained_nothing
+from experiments.common.ray_session import start_ray
+from experiments.common.results_json import dtype_record, dumps
+from experiments.common.run_config import DEFAULT_ENV, RunSettings, build_config
+from experiments.common.run_options import check_env_id
+from experiments.common.training_metrics import MOSTLY_UNTRAINED_SHARE, flatten, trained_nothing
+from experiments.common.workload import add_workload_args, workload_config, workload_settings
 
 PROG = "python -m experiments.compare"
 MODE_LABELS = {

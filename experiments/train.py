@@ -1,7 +1,7 @@
 """Train DAPO (+ FreshPER) on a freshrl env: ``python -m experiments.train``.
 
 Settings come from a settings file (``experiments/settings/*.yaml``, one per env, the fields of
-``experiments.run_config.RunSettings``; ``--settings`` names one, else the one for ``--env`` and
+``experiments.common.run_config.RunSettings``; ``--settings`` names one, else the one for ``--env`` and
 ``--model``, else ``frozen_lake.yaml``), and command-line options override them: ``--algorithm`` (DAPO's
 Table 1 ladder), ``--scale``, ``--tau``, ``--eps-high`` and ``--set key=value`` for any DAPOConfig key.
 
@@ -29,15 +29,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-from experiments.allocator import describe
-from experiments.run_config import (
+from experiments.common.allocator import describe
+from experiments.common.run_config import (
     RunSettings,
     SettingsError,
     build_config,
     default_settings_file,
     starting_model,
 )
-from experiments.run_options import (
+from experiments.common.run_options import (
     add_algorithm_options,
     add_model_options,
     add_run_options,
@@ -46,10 +46,9 @@ from experiments.run_options import (
     check_env_id,
     settings_from_args,
 )
+from experiments.common.training_metrics import MOSTLY_UNTRAINED_SHARE, flatten, pick, trained_nothing
 
 PROG = "python -m experiments.train"
-# A run is flagged when more than this share of its iterations trained nothing (no informative group).
-MOSTLY_UNTRAINED_SHARE = 0.5
 NOTHING_TRAINED = "0 informative groups: nothing trained this iteration"
 
 
@@ -88,29 +87,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def flatten(result: dict[str, Any], prefix: str = "") -> dict[str, float]:
-    """Numeric leaves of an RLlib result dict as {"a/b/c": value}."""
-    flat: dict[str, float] = {}
-    for key, value in result.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, dict):
-            flat.update(flatten(value, f"{name}/"))
-        elif isinstance(value, bool | int | float) and not isinstance(value, bool):
-            flat[name] = float(value)
-    return flat
-
-
-def pick(flat: dict[str, float], suffix: str) -> float:
-    """The first metric whose name ends with ``suffix`` (NaN when absent)."""
-    return next((v for k, v in flat.items() if k.endswith(suffix)), float("nan"))
-
-
-def trained_nothing(flat: dict[str, float]) -> bool:
-    """No informative group this iteration (fresh or from the surplus), so the learner did not step."""
-    kept = pick(flat, "rollout/groups_kept") + pick(flat, "rollout/groups_from_surplus")
-    return kept == 0
-
-
 # Progress-bar fields: (name, metric suffix, format). Episode return and the invalid-output rate come from
 # every rollout; the others exist only when something was trained or an env reports them.
 POSTFIX = (
@@ -140,8 +116,8 @@ def progress_postfix(flat: dict[str, float], untrained: int) -> dict[str, str]:
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parse_args(argv)
-    from experiments.plots import plot_training_curves
-    from experiments.results_json import dtype_record, write_json
+    from experiments.common.plots import plot_training_curves
+    from experiments.common.results_json import dtype_record, write_json
     from models.progress import Progress, quiet_library_bars_in_logs
 
     quiet_library_bars_in_logs()

@@ -225,8 +225,8 @@ class DAPOConfig(AlgorithmConfig):
         # buffer's rarest item, max w = (N P_min)^-beta, so one item at the reference's 1e-6 scales every
         # weight by ~(1e-6 / |A|)^(alpha beta) (~2e-4 at beta 1); at 0.1 its key is >= (0.1 / 2.75)^0.6
         # ~ 0.14 of the largest (G = 8). Measured on a simulated FrozenLake stream at the tiny scale
-        # (tests/replay/test_replay_defaults.py; ~33% successes): replay batches ~44% successes, mean IS
-        # weight ~0.56 (0.025 and 100% successes with the reference's |R| + 1e-6).
+        # (tests/algorithms/replay/test_replay_defaults.py; ~33% successes): replay batches ~44% successes,
+        # mean IS weight ~0.56 (0.025 and 100% successes with the reference's |R| + 1e-6).
         self.replay_eps = 0.1
         self.replay_poly_k = 1.0  # exponent of the polynomial decay (1 + age/tau)^-k
         # The reference inserts new items at the current max priority; we know p_base at insertion, so off.

@@ -43,7 +43,7 @@ TINY_SCALE: dict[str, Any] = {
 # here the buffer holds 8 iterations' batches and tau is 4 iterations (half-life 2.8), so at sampling the
 # freshest items (age 1) have exp(7/4) = 5.8x the priority of the oldest (age 8, decay factor 0.14), and beta
 # reaches 1 at iteration 20 (0.97 in the last of the default job's 20, which count from 0). Measured on a
-# simulated FrozenLake stream (tests/replay/test_replay_defaults.py): mean IS weight ~0.56 over 20
+# simulated FrozenLake stream (tests/algorithms/replay/test_replay_defaults.py): mean IS weight ~0.56 over 20
 # iterations, ~0.43 at beta ~1.
 TINY_REPLAY: dict[str, Any] = {
     "tau": 4.0,
@@ -56,7 +56,7 @@ TINY_REPLAY: dict[str, Any] = {
 # the same keys as TINY_SCALE (``--scale smollm2``, the default with ``--model smollm2``), with TINY_REPLAY:
 #   apply_scale(apply_algorithm(DAPOConfig().environment(env), "dapo"), "smollm2")
 # A starting point, not tuned by RL runs yet. One iteration, zero-shot model, dynamic
-# sampling off so every group trains (experiments/benchmarks/learner_step.py; a shared AVX512_BF16 machine,
+# sampling off so every group trains (benchmarks/learner_step.py; a shared AVX512_BF16 machine,
 # load 1.5-3, learner in bf16):
 # Math-v0 rollout 4.3 s, learn 4.2 s, sync 0.9 s, peak RSS 7.9 GiB; FrozenLake-v0 (5 turns of 64 invalid
 # tokens) rollout 42 s, learn 43 s, sync 2 s, peak RSS 10.6 GiB. Why each value:

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import pytest
 import ray
 
-from experiments.ray_session import start_ray
+from experiments.common.ray_session import start_ray
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ import ray
 import torch
 
 from algorithms.env_runner import MultiTurnEnvRunner
-from experiments.ray_session import start_ray
+from experiments.common.ray_session import start_ray
 
 
 class CrashOnceRunner(MultiTurnEnvRunner):

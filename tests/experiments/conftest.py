@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 import ray
 
-from experiments.ray_session import start_ray
+from experiments.common.ray_session import start_ray
 from models.tiny import tiny_lm_path
 
 

@@ -13,11 +13,11 @@ import pytest
 import ray
 import yaml
 
+from algorithms.warm_start import warm_started_path
 from envs.contract import check_env_contract
 from experiments import sweep, train
-from experiments.ray_session import start_ray
+from experiments.common.ray_session import start_ray
 from models.tiny import BUILD_INFO_FILE
-from models.warm_start import warm_started_path
 
 MODULE = "newcomer_parity"
 ENV_ID = f"{MODULE}:newcomer/Parity-v0"

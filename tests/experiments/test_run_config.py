@@ -1,6 +1,6 @@
-"""The one configuration path (experiments/run_config.py): ``--set`` in every entry point, ``--eps-high``,
-the names of the algorithm ladder and the scales, and the scale that ``--model smollm2`` selects. Configs
-only: nothing is loaded or started."""
+"""The one configuration path (experiments/common/run_config.py): ``--set`` in every entry point,
+``--eps-high``, the names of the algorithm ladder and the scales, and the scale that ``--model smollm2``
+selects. Configs only: nothing is loaded or started."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from algorithms.dapo import ALGORITHMS, SCALES, DAPOConfig, apply_algorithm, apply_scale
 from algorithms.dapo.scales import SMOLLM2_SCALE, TINY_REPLAY, TINY_SCALE
 from experiments import compare, sweep, train
-from experiments.run_config import (
+from experiments.common.run_config import (
     RunSettings,
     SettingsError,
     build_config,

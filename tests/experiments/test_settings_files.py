@@ -10,8 +10,9 @@ import gymnasium as gym
 import pytest
 
 import envs
-from experiments import run_config, train
-from experiments.run_config import SETTINGS_DIR, SettingsError, build_config, load_settings
+from experiments import train
+from experiments.common import run_config
+from experiments.common.run_config import SETTINGS_DIR, SettingsError, build_config, load_settings
 
 SETTINGS_FILES = sorted(SETTINGS_DIR.glob("*.yaml"))
 # Configs only: an existing directory (as --model requires) that is never loaded.

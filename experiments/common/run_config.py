@@ -30,7 +30,7 @@ from algorithms.dapo import ALGORITHMS, SCALES, DAPOConfig, apply_algorithm, app
 from algorithms.replay import REPLAY_MODES
 
 DEFAULT_ENV = "freshrl/FrozenLake-v0"
-SETTINGS_DIR = Path(__file__).resolve().parent / "settings"
+SETTINGS_DIR = Path(__file__).resolve().parents[1] / "settings"
 SMOLLM2 = "smollm2"  # the model name (models/names.py) whose runs default to the smollm2 scale
 
 
@@ -53,8 +53,9 @@ class RunSettings:
     eval_samples: int = 1  # samples per task (pass@k up to it)
     eval_every: int | None = None  # evaluate every k iterations inside train(); None: the entry point's
     seed: int = 0
-    # The warm start's AdamW steps on the env's oracle: of the tiny model (None: models.warm_start's per-env
-    # value), or of ``model`` (None or 0: the model as it is), with the base's recipe (models.warm_start).
+    # The warm start's AdamW steps on the env's oracle: of the tiny model (None: algorithms.warm_start's
+    # per-env value), or of ``model`` (None or 0: the model as it is), with the base's recipe
+    # (algorithms.warm_start).
     warm_start_steps: int | None = None
     warm_start: bool = True  # False: start from the untrained tiny model (no model only)
     num_env_runners: int = 0  # remote EnvRunners (0: in-process)
@@ -181,7 +182,7 @@ def check_override_keys(keys: Iterable[str]) -> None:
             raise SettingsError(
                 f"unknown DAPOConfig key {key!r}{_close(key, known)}. Keys: the keywords of "
                 "DAPOConfig.training(), the evaluation_* ones of .evaluation(), and the replay attributes "
-                "(tau, replay_<keyword> of .replay()); see experiments.run_config.override_keys()"
+                "(tau, replay_<keyword> of .replay()); see experiments.common.run_config.override_keys()"
             )
 
 
@@ -258,10 +259,10 @@ def build_config(settings: RunSettings, overrides: Mapping[str, Any] | None = No
 def starting_model(settings: RunSettings) -> str:
     """The model a run starts from: ``settings.model`` as it is, or warm-started on the env for
     ``warm_start_steps`` when those are set (not 0); without a model, the tiny model warm-started on the env
-    (``models.warm_start``; trained on first use, then cached), or the untrained tiny model when
+    (``algorithms.warm_start``; trained on first use, then cached), or the untrained tiny model when
     ``warm_start`` is false. An env without ``oracle_responses()`` is a :class:`SettingsError` naming its
     contract and the ways around it."""
-    from models.warm_start import MissingOracleError, tiny_base_path, warm_started_path
+    from algorithms.warm_start import MissingOracleError, tiny_base_path, warm_started_path
 
     if settings.model is not None and not settings.warm_start_steps:  # None or 0: no warm start
         return settings.model

@@ -16,8 +16,8 @@ perfect overlap, (R + L + W) / (max(R, L) + W) from the sync case's rollout R, l
 the model of docs/scaling.md. On a 2-core machine the runners and the learner share the cores, so overlap
 buys little there; the prediction says what separate devices would give. Re-run before relying on a digit.
 
-    python -m experiments.benchmarks.async_step                # ~10 minutes on an idle 2-core machine
-    python -m experiments.benchmarks.async_step --quick        # 1 warm-up + 2 timed iterations, 1 runner
+    python -m benchmarks.async_step                # ~10 minutes on an idle 2-core machine
+    python -m benchmarks.async_step --quick        # 1 warm-up + 2 timed iterations, 1 runner
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from algorithms.dapo import DAPOConfig, apply_algorithm, apply_scale
-from experiments.benchmarks.requirements import parse_and_check
-from experiments.ray_session import start_ray
+from benchmarks.requirements import parse_and_check
+from experiments.common.ray_session import start_ray
 
 REQUIRES = ("vllm",)
 ENV_ID = "freshrl/FrozenLake-v0"
@@ -99,7 +99,7 @@ def predicted_gain(sync: Timing) -> float:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
-        prog="python -m experiments.benchmarks.async_step", description=__doc__.splitlines()[0]
+        prog="python -m benchmarks.async_step", description=__doc__.splitlines()[0]
     )
     parser.add_argument("--runners", default="1,2", help="comma-separated remote EnvRunner counts")
     parser.add_argument("--prompts", type=int, default=4)

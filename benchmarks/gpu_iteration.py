@@ -1,6 +1,6 @@
 """One DAPO iteration on one CUDA GPU at Qwen2.5-0.5B's shape, bf16, engine/learner mismatch correction on.
 
-The GPU path's check (docs/scaling.md; experiments/benchmarks/gpu_check.sh runs it after the CUDA tests):
+The GPU path's check (docs/scaling.md; benchmarks/gpu_check.sh runs it after the CUDA tests):
 ``freshrl/Math-v0`` (the built-in generator), P prompts x G samples x at most N new tokens (default 8 x 8 x
 64, dapo_step's workload) with ``models.tiny.qwen25_05b_like_path()`` (Qwen2.5-0.5B's shape, random weights);
 engine (in-process vLLM) and learner (RLlib's local learner, ``num_gpus_per_learner=1``) on the same GPU,
@@ -12,8 +12,8 @@ printed per iteration: the phase times (rollout / learn / weight sync), generate
 second of the rollout, the mismatch figures (KL, ratio range, share of truncated tokens), the loss, and the
 peak GPU memory of this process (engine and learner together).
 
-    python -m experiments.benchmarks.gpu_iteration                     # on a CUDA machine
-    python -m experiments.benchmarks.gpu_iteration --quick --device cpu   # the tiny LM on CPU (a smoke run)
+    python -m benchmarks.gpu_iteration                     # on a CUDA machine
+    python -m benchmarks.gpu_iteration --quick --device cpu   # the tiny LM on CPU (a smoke run)
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ import time
 
 import envs  # noqa: F401  (registers freshrl/Math-v0)
 from algorithms.dapo import DAPOConfig
-from experiments.benchmarks.requirements import parse_and_check
-from experiments.train import flatten
+from benchmarks.requirements import parse_and_check
+from experiments.common.training_metrics import flatten
 from models.tiny import qwen25_05b_like_path, tiny_lm_path
 
 # The engine's vLLM build (`make setup VLLM=gpu` on a CUDA machine).
@@ -76,7 +76,7 @@ def figures(result: dict) -> dict[str, float]:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
-        prog="python -m experiments.benchmarks.gpu_iteration", description=__doc__.splitlines()[0]
+        prog="python -m benchmarks.gpu_iteration", description=__doc__.splitlines()[0]
     )
     parser.add_argument("--device", default="cuda", choices=["cuda", "cpu"], help="where the learner runs")
     parser.add_argument("--quick", action="store_true", help="the tiny LM instead of the 0.5B shape")

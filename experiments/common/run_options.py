@@ -1,8 +1,8 @@
 """The command-line options of a run, shared by train, sweep and compare: a settings file, then the options.
 
-Each option is a field of :class:`experiments.run_config.RunSettings` (same name, dashes for underscores)
-and overrides the settings file; ``--set key=value`` (repeatable) sets any DAPOConfig key
-(``experiments.run_config.override_keys``), after the file's ``overrides``.
+Each option is a field of :class:`experiments.common.run_config.RunSettings` (same name, dashes for
+underscores) and overrides the settings file; ``--set key=value`` (repeatable) sets any DAPOConfig key
+(``experiments.common.run_config.override_keys``), after the file's ``overrides``.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from experiments.run_config import (
+from experiments.common.run_config import (
     DEFAULT_ENV,
     RunSettings,
     SettingsError,
@@ -45,8 +45,8 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=None,
         help="AdamW steps of the warm start on the env's oracle: of the tiny model (default: "
-        "models.warm_start's per-env value), or of --model (default: its settings file's, else none; 0: the "
-        "model as it is; e.g. --model smollm2 --warm-start-steps 60)",
+        "algorithms.warm_start's per-env value), or of --model (default: its settings file's, else none; "
+        "0: the model as it is; e.g. --model smollm2 --warm-start-steps 60)",
     )
     parser.add_argument(
         "--no-warm-start",

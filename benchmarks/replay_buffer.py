@@ -14,8 +14,8 @@ full buffer (so 256 are evicted). Compared, all in this process, one run:
 Ratios are printed against ``direct`` (and rllib against ours / per) from the same run. Timing is noisy on a
 shared machine; re-run before relying on a digit.
 
-    python -m experiments.benchmarks.replay_buffer            # N = 1e4, 1e5, 1e6
-    python -m experiments.benchmarks.replay_buffer --quick    # N = 1e3, 1e4
+    python -m benchmarks.replay_buffer            # N = 1e4, 1e5, 1e6
+    python -m benchmarks.replay_buffer --quick    # N = 1e3, 1e4
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ import numba
 import numpy as np
 
 from algorithms.replay import make_replay_buffer
-from experiments.benchmarks.requirements import parse_and_check
+from benchmarks.requirements import parse_and_check
 
 # Nothing beyond the core dependencies: numba and RLlib's buffer (the baseline) come with freshrl.
 REQUIRES: tuple[str, ...] = ()
@@ -188,7 +188,7 @@ def bench_rllib(n: int, args: argparse.Namespace, rng: np.random.Generator) -> d
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
-        prog="python -m experiments.benchmarks.replay_buffer", description=__doc__.split("\n\n")[0]
+        prog="python -m benchmarks.replay_buffer", description=__doc__.split("\n\n")[0]
     )
     parser.add_argument("--quick", action="store_true", help="N = 1e3, 1e4 only")
     parser.add_argument("--alpha", type=float, default=0.6)

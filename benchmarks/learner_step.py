@@ -14,8 +14,8 @@ the learner's bf16-autocast logprobs against its fp32 ones on the response token
 that the mismatch correction adds (``_learner_logprobs``). Each repeat starts from the same weights and
 optimizer state, so repeats time the same work.
 
-    python -m experiments.benchmarks.learner_step --model smollm2 --save-batch /tmp/smol_math.pkl
-    python -m experiments.benchmarks.learner_step --model smollm2 --learn /tmp/smol_math.pkl \
+    python -m benchmarks.learner_step --model smollm2 --save-batch /tmp/smol_math.pkl
+    python -m benchmarks.learner_step --model smollm2 --learn /tmp/smol_math.pkl \
         --model-dtype bfloat16 --drift
 
 Wall-clock numbers on a shared 2-core machine move with its load (printed): compare runs made back to back.
@@ -40,7 +40,7 @@ from algorithms.dapo import DAPOConfig, apply_algorithm, apply_scale
 from algorithms.dapo.collate import collate
 from algorithms.dapo.scales import SMOLLM2_SCALE
 from algorithms.trajectory import Trajectory
-from experiments.benchmarks.requirements import parse_and_check
+from benchmarks.requirements import parse_and_check
 from models.dtype import DTYPES
 
 REQUIRES = ("vllm",)
@@ -60,7 +60,7 @@ def build_config(args: argparse.Namespace) -> DAPOConfig:
     if args.scale == "smollm2":
         config = config.training(**SMOLLM2_SCALE)
     if args.model == "tiny":
-        from models.warm_start import tiny_base_path
+        from algorithms.warm_start import tiny_base_path
 
         config = config.training(model_path=str(tiny_base_path(args.env)))
     else:
@@ -93,7 +93,7 @@ def describe(trajectories: list[Trajectory]) -> str:
 
 
 def run_iterations(args: argparse.Namespace) -> None:
-    from experiments.ray_session import start_ray
+    from experiments.common.ray_session import start_ray
 
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
     start_ray()
@@ -249,7 +249,7 @@ def measure_drift(module, batch: list[Trajectory], micro: int) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
-        prog="python -m experiments.benchmarks.learner_step", description=__doc__.split("\n\n")[0]
+        prog="python -m benchmarks.learner_step", description=__doc__.split("\n\n")[0]
     )
     parser.add_argument("--model", default="smollm2", help="smollm2, tiny (the untrained tiny LM) or a dir")
     parser.add_argument("--scale", choices=("tiny", "smollm2"), help="default: smollm2 for --model smollm2")

@@ -41,13 +41,14 @@ log-softmax, masked token mean) + backward + clipping + AdamW step on the same m
 (target >= 0.9), timed right after each other. Each side's peak resident memory (``ru_maxrss`` of its process;
 ours at the end of its iterations, before the learner-vs-plain comparison, which is not part of a step) is
 printed with the allocator it ran under, ours / TRL per variant (target <= 1); both sides inherit the
-command's (tcmalloc where installed, ``FRESHRL_MALLOC=system`` for glibc's: ``experiments/allocator.py``).
+command's (tcmalloc where installed, ``FRESHRL_MALLOC=system`` for glibc's:
+``experiments/common/allocator.py``).
 A 2-epoch update does the same work twice; its iteration is estimated as rollout + 2 x learn + sync.
 ``--quick``: the tiny LM and 2 x 4 x 16 (a smoke run; ``--quick --skip-trl`` takes about two minutes on an
 idle 2-core machine). Re-run before relying on a digit.
 
-    python -m experiments.benchmarks.dapo_step                    # full workload, with TRL (~12 minutes idle)
-    python -m experiments.benchmarks.dapo_step --quick --skip-trl
+    python -m benchmarks.dapo_step                    # full workload, with TRL (~12 minutes idle)
+    python -m benchmarks.dapo_step --quick --skip-trl
 
 TRL and ``datasets`` come with the bench extra (``make bench``); the check runs before any work.
 """
@@ -79,11 +80,11 @@ import envs  # noqa: F401  (registers freshrl/Math-v0)
 from algorithms.dapo import DAPOConfig
 from algorithms.dapo.collate import collate
 from algorithms.trajectory import Trajectory
+from benchmarks.requirements import parse_and_check
 from envs.math_task import CORRECT_REWARD, WRONG_REWARD
 from envs.seeds import SPLITS
-from experiments.allocator import current_allocator, describe
-from experiments.benchmarks.requirements import parse_and_check
-from experiments.ray_session import start_ray
+from experiments.common.allocator import current_allocator, describe
+from experiments.common.ray_session import start_ray
 from models.chat import ChatRenderer
 from models.dtype import DTYPES, resolve_dtype
 from models.engine import kv_cache_gib_for
@@ -533,7 +534,7 @@ def report(work: Workload, ours: dict[str, Measured], trl: dict[str, Measured]) 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m experiments.benchmarks.dapo_step", description=__doc__.splitlines()[0]
+        prog="python -m benchmarks.dapo_step", description=__doc__.splitlines()[0]
     )
     parser.add_argument("--quick", action="store_true", help="tiny LM, 2 prompts x 4 samples x 16 tokens")
     parser.add_argument("--skip-trl", action="store_true", help="time ours only")
