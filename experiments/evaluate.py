@@ -141,9 +141,14 @@ def trained_run(parser: argparse.ArgumentParser, folder: Path) -> dict[str, Any]
     if not summary_path.is_file():
         parser.error(f"--checkpoint {folder}: no summary.json (give the folder experiments.train wrote)")
     summary = json.loads(summary_path.read_text())
-    fields = {item.name for item in dataclasses.fields(RunSettings)}
+    fields = {item.name for item in dataclasses.fields(RunSettings)} - {"overrides"}
+    # The run's replay mode and seed, as train records them (older summaries: "replay").
+    recorded = {"replay_mode": summary.get("replay_mode", summary.get("replay")), "seed": summary.get("seed")}
+    overrides = {**summary.get("overrides", {}), **{k: v for k, v in recorded.items() if v is not None}}
     try:
-        settings = RunSettings(**{key: value for key, value in summary.items() if key in fields})
+        settings = RunSettings(
+            **{key: value for key, value in summary.items() if key in fields}, overrides=overrides
+        )
     except SettingsError as error:
         parser.error(f"--checkpoint {folder}: summary.json: {error}")
     checkpoint = Path(summary.get("checkpoint") or folder / "checkpoint")
@@ -167,12 +172,13 @@ def env_settings(args: argparse.Namespace, env_id: str) -> RunSettings:
         except SettingsError as error:
             raise SystemExit(f"{PROG}: {error}") from None
         settings = settings_from_args(PROG, argparse.Namespace(**{**vars(args), "model": model}), base)
+    evaluation = {
+        "evaluation_num_tasks": args.tasks,
+        "evaluation_samples_per_task": args.samples,
+        "evaluation_interval": (args.eval_every or args.train) if args.train else None,
+    }
     return dataclasses.replace(
-        settings,
-        iterations=max(args.train, 1),
-        eval_tasks=args.tasks,
-        eval_samples=args.samples,
-        eval_every=(args.eval_every or args.train) if args.train else None,
+        settings, iterations=max(args.train, 1), overrides={**settings.overrides, **evaluation}
     )
 
 

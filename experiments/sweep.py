@@ -11,8 +11,8 @@ evaluation under ``evaluation/`` (``evaluation/success``, its Wilson interval, p
 (:class:`CarryEvaluation`), so the metric is present in every result that Tune's searchers and schedulers
 see, which Tune requires of a searcher's metric.
 
-Without ``--settings``, a trial runs 3 iterations evaluated every iteration on 16 tasks (not the settings
-file's 20 and 128).
+Without ``--settings``, a trial runs 3 iterations evaluated every iteration on 16 tasks (the env's settings
+file with ``experiments/settings/quick/sweep_and_compare.yaml`` on top).
 
 Search: ``--search-alg grid`` (default) crosses the ``--tau`` and ``--eps-high`` lists with
 ``tune.grid_search`` (``--num-samples`` repeats the grid); any other name is one of Tune's searchers
@@ -49,7 +49,7 @@ from algorithms.dapo import DAPO, DAPOConfig
 from experiments.common.ray_session import start_ray
 from experiments.common.results_json import dtype_record, write_json
 from experiments.common.run_config import RunSettings, build_config
-from experiments.common.run_options import add_settings_option, check_env_id
+from experiments.common.run_options import add_aliases, add_settings_option, check_env_id
 from experiments.common.training_metrics import MOSTLY_UNTRAINED_SHARE
 from experiments.common.workload import add_workload_args, workload_config, workload_settings
 
@@ -92,12 +92,10 @@ class CarryEvaluation(RLlibCallback):
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    from algorithms.replay import REPLAY_MODES
-
     parser = argparse.ArgumentParser(prog=PROG, description=__doc__.splitlines()[0])
     add_settings_option(parser)
     parser.add_argument("--env", default=None, help="registered gymnasium id (default: the settings file's)")
-    parser.add_argument("--replay", default=None, choices=REPLAY_MODES, help="default: the settings file's")
+    add_aliases(parser, ("--replay", "--seed"))
     parser.add_argument("--tau", type=float, nargs="+", default=DEFAULT_TAUS, help="values of tau")
     parser.add_argument(
         "--eps-high", type=float, nargs="+", default=DEFAULT_EPS_HIGH, help="values of eps_high"
@@ -106,7 +104,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--search-alg", default="grid", help="grid, random, or a Tune searcher name (optuna, hyperopt, ...)"
     )
     parser.add_argument("--num-samples", type=int, default=None, help="grid repeats, or trials (default 4)")
-    parser.add_argument("--seed", type=int, default=None, help="training seed of every trial")
     parser.add_argument(
         "--max-concurrent", type=int, default=1, help="trials at once (each needs its own resources)"
     )
@@ -130,7 +127,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args.run = workload_settings(PROG, args, env=args.env)
     check_env_id(args.run.env)
     try:
-        build_config(args.run)
+        args.config = build_config(args.run)
     except ValueError as error:
         raise SystemExit(f"{PROG}: {error}") from None
     return args
@@ -140,18 +137,17 @@ def search_space(args: argparse.Namespace) -> tuple[DAPOConfig, Any, int]:
     """(param_space config, Tune search algorithm or None, num_samples) for the chosen search."""
     from ray import tune
 
-    run: RunSettings = args.run
-    config = workload_config(run, PROG).callbacks(CarryEvaluation)
+    config = workload_config(args.run, PROG).callbacks(CarryEvaluation)
     taus = args.tau
-    if run.replay not in TAU_MODES and len(taus) > 1:
-        print(f"sweep: tau has no effect with --replay {run.replay}; sweeping eps_high only")
+    if config.replay_mode not in TAU_MODES and len(taus) > 1:
+        print(f"sweep: tau has no effect with --replay {config.replay_mode}; sweeping eps_high only")
         taus = taus[:1]
     if args.search_alg == "grid":
         domain, searcher, samples = tune.grid_search, None, args.num_samples or 1
     else:
         domain, searcher, samples = (
             tune.choice,
-            make_searcher(args.search_alg, run.seed),
+            make_searcher(args.search_alg, config.seed),
             args.num_samples or 4,
         )
     config = config.training(eps_high=domain(args.eps_high)).replay(tau=domain(taus))
@@ -266,12 +262,14 @@ def summary_markdown(
     args: argparse.Namespace, rows: list[dict[str, Any]], best: dict[str, Any] | None
 ) -> str:
     run: RunSettings = args.run
+    config = args.config
     lines = [
-        f"# Sweep `{args.name}`: {run.env}, replay {run.replay}, search {args.search_alg}",
+        f"# Sweep `{args.name}`: {run.env}, replay {config.replay_mode}, search {args.search_alg}",
         "",
-        f"{run.iterations} iterations per trial; validation success = mean success of {run.eval_samples} "
-        f"episode(s) on each of {run.eval_tasks} validation tasks (DAPO.evaluate_policy), measured after "
-        f"iteration 1 and every {run.eval_every or run.iterations}.",
+        f"{run.iterations} iterations per trial; validation success = mean success of "
+        f"{config.evaluation_samples_per_task} episode(s) on each of {config.evaluation_num_tasks} "
+        "validation tasks (DAPO.evaluate_policy), measured after iteration 1 and every "
+        f"{config.evaluation_interval or run.iterations}.",
         "",
         "| trial | tau | eps_high | peak validation success | final validation success | final reward | "
         "iterations | iterations that trained nothing | status |",
@@ -325,12 +323,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     (folder / "summary.md").write_text(markdown)
     summary = {
         "env": args.run.env,
-        "replay": args.run.replay,
+        "replay": args.config.replay_mode,
         "iterations": args.run.iterations,
         "settings": dataclasses.asdict(args.run),
         "trials": rows,
         "best": best,
-        "dtypes": dtype_record(build_config(args.run)),
+        "dtypes": dtype_record(args.config),
     }
     write_json(folder / "summary.json", summary)
     print(markdown)

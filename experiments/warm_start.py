@@ -22,7 +22,6 @@ model after each of those step counts: the way ``algorithms.warm_start.WARM_STAR
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import time
 from collections.abc import Iterator
@@ -60,10 +59,9 @@ def evaluation_algo(
     ``tasks`` validation tasks x ``samples``; its weights are replaced by :func:`measure`."""
     from experiments.common.run_config import build_config, settings_for
 
-    settings = dataclasses.replace(
-        settings_for(env_id, model=model), seed=seed, eval_tasks=tasks, eval_samples=samples
-    )
-    algo = build_config(settings, {"model_path": str(base)}).build_algo()
+    keys = {"model_path": str(base), "seed": seed}
+    keys |= {"evaluation_num_tasks": tasks, "evaluation_samples_per_task": samples}
+    algo = build_config(settings_for(env_id, model=model), keys).build_algo()
     try:
         yield algo
     finally:
