@@ -85,6 +85,7 @@ from envs.math_task import CORRECT_REWARD, WRONG_REWARD
 from envs.seeds import SPLITS
 from experiments.common.allocator import current_allocator, describe
 from experiments.common.ray_session import start_ray
+from experiments.common.run_config import RunSettings, build_config
 from models.chat import ChatRenderer
 from models.dtype import DTYPES, resolve_dtype
 from models.engine import kv_cache_gib_for
@@ -239,40 +240,34 @@ def autocast(dtype: str):
 
 # ---------------------------------------------------------------------------------------------------- ours
 def dapo_config(work: Workload, gradient_checkpointing: bool) -> DAPOConfig:
-    return (
-        DAPOConfig()
-        .environment(ENV_ID)
-        .training(
-            model_path=work.model_path,
-            model_dtype=work.model_dtype,
-            engine_dtype="bfloat16",
-            engine_kv_cache_gib=kv_cache_gib_for(
-                work.model_path,
-                sequences=work.batch,
-                max_model_len=MAX_CONTEXT_TOKENS,
-                dtype="bfloat16",
-            ),
-            max_context_tokens=MAX_CONTEXT_TOKENS,
-            group_size=work.group_size,
-            prompts_per_iteration=work.prompts,
-            max_response_tokens=work.new_tokens,
-            temperature=1.0,
-            top_p=1.0,
-            dynamic_sampling=False,
-            overlong_filtering=False,
-            overlong_punishment=False,
-            lr=LR,
-            warmup_steps=0,
-            minibatch_size=work.batch,
-            num_epochs=1,
-            micro_batch_size=work.micro_batch,
-            gradient_checkpointing=gradient_checkpointing,
-        )
-        .replay(mode="on_policy")
-        .env_runners(num_env_runners=0)
-        .learners(num_learners=0)
-        .debugging(seed=work.seed)
+    """The ``paper`` preset through the one builder (experiments.common.run_config) with the workload's
+    sizes: on-policy, every group trained (no dynamic sampling or overlong shaping), a constant lr."""
+    kv_cache_gib = kv_cache_gib_for(
+        work.model_path, sequences=work.batch, max_model_len=MAX_CONTEXT_TOKENS, dtype="bfloat16"
     )
+    workload = {
+        "model_dtype": work.model_dtype,
+        "engine_dtype": "bfloat16",
+        "engine_kv_cache_gib": kv_cache_gib,
+        "max_context_tokens": MAX_CONTEXT_TOKENS,
+        "group_size": work.group_size,
+        "prompts_per_iteration": work.prompts,
+        "max_response_tokens": work.new_tokens,
+        "temperature": 1.0,
+        "top_p": 1.0,
+        "dynamic_sampling": False,
+        "overlong_filtering": False,
+        "overlong_punishment": False,
+        "lr": LR,
+        "warmup_steps": 0,
+        "minibatch_size": work.batch,
+        "num_epochs": 1,
+        "micro_batch_size": work.micro_batch,
+        "gradient_checkpointing": gradient_checkpointing,
+        "replay_mode": "on_policy",
+        "seed": work.seed,
+    }
+    return build_config(RunSettings(env=ENV_ID, scale="paper", model=work.model_path), workload)
 
 
 def plain_update(model, optimizer, trajectories: list[Trajectory], micro: int, dtype: str) -> None:

@@ -384,12 +384,18 @@ class DAPOConfig(AlgorithmConfig):
         cache_len_ok = self.overlong_cache_len == "auto" or (
             isinstance(self.overlong_cache_len, int) and not isinstance(self.overlong_cache_len, bool)
         )
-        cache_len = self.resolved_overlong_cache_len() if cache_len_ok else None
+        sizes_ok = cache_len_ok and isinstance(self.max_response_tokens, int)
+        cache_len = self.resolved_overlong_cache_len() if sizes_ok else None
         checks = [
             (self.group_size >= 2, f"group_size must be >= 2 for group advantages, got {self.group_size}"),
             (self.prompts_per_iteration >= 1, "prompts_per_iteration must be >= 1"),
             (0 <= self.eps_low < 1, f"eps_low must be in [0, 1), got {self.eps_low}"),
             (self.eps_high >= 0, f"eps_high must be >= 0, got {self.eps_high}"),
+            (self.kl_coef >= 0, f"kl_coef must be >= 0 (0: no KL term, as DAPO), got {self.kl_coef}"),
+            (
+                isinstance(self.max_response_tokens, int) and self.max_response_tokens >= 1,
+                f"max_response_tokens must be an integer >= 1, got {self.max_response_tokens!r}",
+            ),
             (
                 self.dual_clip_c in (None, "auto")
                 or (isinstance(self.dual_clip_c, int | float) and self.dual_clip_c > 1),

@@ -25,7 +25,7 @@ TINY_SCALE: dict[str, Any] = {
     "prompts_per_iteration": 4,
     "max_response_tokens": 48,
     "max_context_tokens": 1024,
-    # overlong_cache_len: DAPOConfig's "auto", a third of max_response_tokens (16 of 48).
+    "overlong_cache_len": "auto",  # DAPOConfig's: a third of max_response_tokens, 16 of 48
     "lr": 1e-4,
     "warmup_steps": 2,  # iterations, as DAPO's 20 (of a far longer run)
     "minibatch_size": 16,

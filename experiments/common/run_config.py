@@ -181,6 +181,8 @@ def override_keys() -> dict[str, tuple[str, str]]:
             for name, parameter in inspect.signature(getattr(cls, method)).parameters.items():
                 keyword = parameter.kind in (parameter.KEYWORD_ONLY, parameter.POSITIONAL_OR_KEYWORD)
                 wanted = method == "training" or name.startswith("evaluation_")  # not offline evaluation
+                # RLlib's old-stack ``model`` dict: the name is the run's model (model_path here).
+                wanted = wanted and name != "model"
                 if keyword and wanted and name != "self" and parameter.default is not DEPRECATED_VALUE:
                     keys.setdefault(name, (method, name))
     # The attribute each replay() keyword sets, found by setting a distinct marker through each.
