@@ -161,7 +161,8 @@ def test_a_vision_env_gets_the_vision_model_and_text_envs_the_model():
     text = evaluate.env_settings(args, "freshrl/Math-v0")
     vision = evaluate.env_settings(args, "freshrl/FrozenLakeVision-v0")
     assert text.model == str(tiny_lm_path()) and vision.model == str(tiny_vlm_path())
-    assert (text.eval_tasks, text.eval_samples, text.eval_every) == (3, 2, None)
+    evaluation = ("evaluation_num_tasks", "evaluation_samples_per_task", "evaluation_interval")
+    assert [text.overrides[key] for key in evaluation] == [3, 2, None]
     assert text.overrides["lr"] == 1e-5 and vision.env == "freshrl/FrozenLakeVision-v0"
     defaults = evaluate.env_settings(evaluate.parse_args([]), "freshrl/FrozenLakeVision-v0")
     assert defaults.model is None  # the tiny VLM's warm start (run_config.starting_model)
