@@ -117,11 +117,9 @@ def test_a_new_env_checks_warm_starts_trains_and_sweeps(user_module, tmp_path):
             {
                 "env": ENV_ID,
                 "env_config": {"max_turns": 2},
-                "replay": "per",
                 "iterations": 1,
-                "eval_tasks": 2,
                 "warm_start_steps": 3,
-                "overrides": TINY_TRAINING,
+                "overrides": {**TINY_TRAINING, "replay_mode": "per", "evaluation_num_tasks": 2},
             }
         )
     )
