@@ -29,7 +29,7 @@ from typing import Any
 import numba
 import numpy as np
 
-from algorithms.replay import make_replay_buffer
+from algorithms.replay import make_reference_buffer
 from benchmarks.requirements import parse_and_check
 
 # Nothing beyond the core dependencies: numba and RLlib's buffer (the baseline) come with freshrl.
@@ -95,7 +95,7 @@ def check_agreement(args: argparse.Namespace) -> float:
     """Max relative difference of P(i) between ours/freshper and direct on the same data: the timings below
     compare implementations of the same distribution."""
     rng = np.random.default_rng(1)
-    ours = make_replay_buffer("freshper", capacity=1000, alpha=args.alpha, tau=args.tau, seed=0)
+    ours = make_reference_buffer("freshper", capacity=1000, alpha=args.alpha, tau=args.tau, seed=0)
     direct = DirectDecayReplay(1000, args.alpha, 0.4, args.tau, 1e-6, seed=0)
     for t in range(30):
         signals = rng.normal(size=100)
@@ -107,7 +107,7 @@ def check_agreement(args: argparse.Namespace) -> float:
 
 
 def bench_ours(mode: str, n: int, args: argparse.Namespace, rng: np.random.Generator) -> dict[str, float]:
-    buf = make_replay_buffer(mode, capacity=n, alpha=args.alpha, beta_0=0.4, tau=args.tau, seed=0)
+    buf = make_reference_buffer(mode, capacity=n, alpha=args.alpha, beta_0=0.4, tau=args.tau, seed=0)
     t = 0.0
     for start in range(0, n, FILL_CHUNK):
         k = min(FILL_CHUNK, n - start)

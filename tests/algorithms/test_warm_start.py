@@ -26,9 +26,25 @@ from envs import frozen_lake
 from envs.seeds import seeds
 from models.chat import ChatRenderer
 from models.engine import Completion, SamplingConfig
-from models.tiny import BUILD_INFO_FILE, weights_digest
+from models.tiny import BUILD_INFO_FILE, tiny_lm_path, tiny_vlm_path, weights_digest
 
 FROZEN_LAKE = "freshrl/FrozenLake-v0"
+
+
+@pytest.fixture(scope="module")
+def model_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("freshrl-models")
+
+
+@pytest.fixture(scope="module")
+def lm_path(model_cache: Path) -> Path:
+    """The tiny LM, built once for this module, as the warm start's base."""
+    return tiny_lm_path(seed=0, cache_dir=model_cache)
+
+
+@pytest.fixture(scope="module")
+def vlm_path(model_cache: Path) -> Path:
+    return tiny_vlm_path(seed=0, cache_dir=model_cache)
 
 
 class OracleEngine:
