@@ -110,6 +110,7 @@ def add_aliases(parser: argparse.ArgumentParser, flags: Iterable[str]) -> None:
             alias=alias,
             type=alias.type,
             choices=alias.choices,
+            metavar=None if alias.choices or alias.const is not _TAKES_A_VALUE else alias.key.upper(),
             default=None,
             help=f"{alias.help} ({text})",
         )
