@@ -38,10 +38,10 @@ lint: setup
 	$(VENV)/bin/ruff check .
 
 # tcmalloc (gperftools' minimal build), which `python -m experiments.<command>` preloads where it is installed:
-# lower peak memory at the same speed (experiments/allocator.py). Needs apt-get (Debian/Ubuntu) and root or
+# lower peak memory at the same speed (experiments/common/allocator.py). Needs apt-get (Debian/Ubuntu) and root or
 # sudo; elsewhere, install the system's gperftools/tcmalloc package.
 tcmalloc: setup
-	@if $(PY) -c "import sys, experiments.allocator as a; sys.exit(a.chosen_library({}) is None)"; then :; \
+	@if $(PY) -c "import sys, experiments.common.allocator as a; sys.exit(a.chosen_library({}) is None)"; then :; \
 	elif command -v apt-get >/dev/null; then \
 	  SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
 	  $$SUDO apt-get install -y -q libtcmalloc-minimal4 || { $$SUDO apt-get update -q && $$SUDO apt-get install -y -q libtcmalloc-minimal4; }; \

@@ -67,7 +67,7 @@ DEFAULT_OPTIONS: dict[str, Any] = {
     "fuzz_samples": 64,
     "split_tasks": 300,
     "oracle_episodes": 16,
-    "oracle_min_success": 0.5,  # the warm start's own limit (models.warm_start.demonstrations)
+    "oracle_min_success": 0.5,  # the warm start's own limit (algorithms.warm_start.demonstrations)
     "max_step_seconds": 10.0,  # a hang guard, not a benchmark: the suite's parsers take milliseconds
     "fresh_interpreter": True,
     "seed": 0,

@@ -3,10 +3,10 @@
 ``--modes`` also takes ``freshper+backfill``: FreshPER with replay as backfill, tested against FreshPER like
 every other mode.
 
-For every (seed, env, mode) it builds DAPO with ``experiments.run_config.build_config`` (the env's settings
-file, then the options of ``experiments.sweep``: ``--model``, by default the tiny model warm-started on the
-env; ``--algorithm``, ``--scale``, ``--set key=value`` and the workload options; 3 iterations evaluated every
-iteration on 16 tasks unless the options say otherwise), measures validation success before training
+For every (seed, env, mode) it builds DAPO with ``experiments.common.run_config.build_config`` (the env's
+settings file, then the options of ``experiments.sweep``: ``--model``, by default the tiny model warm-started
+on the env; ``--algorithm``, ``--scale``, ``--set key=value`` and the workload options; 3 iterations evaluated
+every iteration on 16 tasks unless the options say otherwise), measures validation success before training
 (``DAPO.evaluate_policy``) and inside training every ``--eval-every`` iterations (RLlib's
 ``evaluation_interval``; the last iteration always), then stops the algorithm. Validation success is the mean
 success of ``--eval-samples`` episode(s) on each of the first ``--eval-tasks`` tasks of the validation split
@@ -43,12 +43,12 @@ from typing import Any
 import numpy as np
 
 from algorithms.replay import REPLAY_MODES
-from experiments.ray_session import start_ray
-from experiments.results_json import dtype_record, dumps
-from experiments.run_config import DEFAULT_ENV, RunSettings, build_config
-from experiments.run_options import check_env_id
-from experiments.sweep import add_workload_args, workload_config, workload_settings
-from experiments.train import MOSTLY_UNTRAINED_SHARE, flatten, trained_nothing
+from experiments.common.ray_session import start_ray
+from experiments.common.results_json import dtype_record, dumps
+from experiments.common.run_config import DEFAULT_ENV, RunSettings, build_config
+from experiments.common.run_options import add_aliases, check_env_id
+from experiments.common.training_metrics import MOSTLY_UNTRAINED_SHARE, flatten, trained_nothing
+from experiments.common.workload import add_workload_args, workload_config, workload_settings
 
 PROG = "python -m experiments.compare"
 MODE_LABELS = {
@@ -100,7 +100,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "replay modes",
     )
     parser.add_argument("--seeds", type=int, default=2, help="training seeds 0..n-1 per (env, mode)")
-    parser.add_argument("--tau", type=float, default=None, help="FreshPER tau (= --set tau=)")
+    add_aliases(parser, ("--tau",))
     parser.add_argument("--output", default=None, help="results folder (default results/compare-<time>)")
     add_workload_args(parser)
     args = parser.parse_args(argv)
@@ -113,14 +113,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         except ValueError as error:
             raise SystemExit(f"{PROG}: {error}") from None
     args.run = run_settings(args, args.envs[0])  # what every run shares (the report's header)
+    args.config = build_config(args.run)
     return args
 
 
 def run_settings(args: argparse.Namespace, env: str, mode: str | None = None, seed: int = 0) -> RunSettings:
     """The settings of the run (env, mode, seed); a variant is its replay mode plus its keys."""
     replay, keys = VARIANTS.get(mode, (mode, {}))
-    tau = {"tau": args.tau} if args.tau is not None else {}
-    return workload_settings(PROG, args, env=env, replay=replay, seed=seed, overrides={**tau, **keys})
+    chosen = {"seed": seed, **({} if replay is None else {"replay_mode": replay}), **keys}
+    return workload_settings(PROG, args, env=env, overrides=chosen)
 
 
 def run_path(output: Path, env: str, mode: str, seed: int) -> Path:
@@ -306,8 +307,9 @@ def markdown(
         f"Command: `{command}`",
         "",
         f"{args.run.iterations} DAPO iterations per run; seeds {args.seeds}; validation success = mean "
-        f"success of {args.run.eval_samples} episode(s) on each of {args.run.eval_tasks} validation tasks, "
-        f"measured before training and every {args.run.eval_every or args.run.iterations} iteration(s). "
+        f"success of {args.config.evaluation_samples_per_task} episode(s) on each of "
+        f"{args.config.evaluation_num_tasks} validation tasks, measured before training and every "
+        f"{args.config.evaluation_interval or args.run.iterations} iteration(s). "
         f"FreshPER tau = {', '.join(f'{t:g}' for t in taus) or 'n/a'} (age in "
         f"{age_units}). Model: {models}. Total run time {wall / 60:.1f} min.",
         "",

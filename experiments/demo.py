@@ -10,13 +10,14 @@ Steps, all offline and on CPU:
    the perturbed transformers model (``models.logprobs.token_logprobs``).
 4. Start an engine on the VLM and sample from an image prompt (a 112x112 drawing of the lake).
 
-The models are random, so the text is gibberish; what matters is the plumbing. ``make demo`` runs this.
+The models are random, so the text is gibberish; what matters is the plumbing. It takes no options.
 
     python -m experiments.demo
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import time
 import warnings
@@ -68,7 +69,9 @@ def max_logprob_gap(model, prompt: Prompt, completions: list[Completion]) -> flo
     return max(gaps)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m experiments.demo", description=__doc__.splitlines()[0])
+    parser.parse_args(argv)
     # vLLM reads its log level when the engine first imports it; keep the demo's output readable.
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
     warnings.filterwarnings("ignore", category=FutureWarning)

@@ -1,6 +1,6 @@
 """Ray Tune sweep over FreshPER's ``tau`` and DAPO's ``eps_high``: ``python -m experiments.sweep``.
 
-Each trial is one DAPO run with the configuration of ``experiments.run_config.build_config``: the env's
+Each trial is one DAPO run with the configuration of ``experiments.common.run_config.build_config``: the env's
 settings file (``--settings`` names another), the options (``--model``, by default the tiny model
 warm-started on the env; ``--algorithm``, ``--scale``, ``--set key=value``, the workload options), the
 replay mode, for ``--iterations`` training iterations. The trial is evaluated inside training by DAPO's own
@@ -11,8 +11,8 @@ evaluation under ``evaluation/`` (``evaluation/success``, its Wilson interval, p
 (:class:`CarryEvaluation`), so the metric is present in every result that Tune's searchers and schedulers
 see, which Tune requires of a searcher's metric.
 
-Without ``--settings``, a trial runs 3 iterations evaluated every iteration on 16 tasks (not the settings
-file's 20 and 128).
+Without ``--settings``, a trial runs 3 iterations evaluated every iteration on 16 tasks (the env's settings
+file with ``experiments/settings/quick/sweep_and_compare.yaml`` on top).
 
 Search: ``--search-alg grid`` (default) crosses the ``--tau`` and ``--eps-high`` lists with
 ``tune.grid_search`` (``--num-samples`` repeats the grid); any other name is one of Tune's searchers
@@ -46,19 +46,12 @@ from typing import Any
 from ray.rllib.callbacks.callbacks import RLlibCallback
 
 from algorithms.dapo import DAPO, DAPOConfig
-from experiments.ray_session import start_ray
-from experiments.results_json import dtype_record, write_json
-from experiments.run_config import RunSettings, SettingsError, build_config, starting_model
-from experiments.run_options import (
-    add_algorithm_options,
-    add_model_options,
-    add_run_options,
-    add_settings_option,
-    base_settings,
-    check_env_id,
-    settings_from_args,
-)
-from experiments.train import MOSTLY_UNTRAINED_SHARE
+from experiments.common.ray_session import start_ray
+from experiments.common.results_json import dtype_record, write_json
+from experiments.common.run_config import RunSettings, build_config
+from experiments.common.run_options import add_aliases, add_settings_option, check_env_id
+from experiments.common.training_metrics import MOSTLY_UNTRAINED_SHARE
+from experiments.common.workload import add_workload_args, workload_config, workload_settings
 
 PROG = "python -m experiments.sweep"
 VALIDATION_METRIC = "evaluation/success"
@@ -66,16 +59,6 @@ DEFAULT_TAUS = [50.0, 500.0]
 DEFAULT_EPS_HIGH = [0.2, 0.28]
 # Modes whose sampling depends on tau: a tau sweep is meaningless for the others.
 TAU_MODES = ("freshper", "freshper_poly")
-# A sweep's (and a comparison's) run without --settings: short, evaluated every iteration on 16 tasks.
-WORKLOAD_DEFAULTS: dict[str, Any] = {"iterations": 3, "eval_tasks": 16, "eval_every": 1}
-# Workload options -> the DAPOConfig key each sets.
-WORKLOAD_KEYS = {
-    "group_size": "group_size",
-    "prompts": "prompts_per_iteration",
-    "max_response_tokens": "max_response_tokens",
-    "max_generation_batches": "max_generation_batches",
-    "kv_cache_gib": "engine_kv_cache_gib",
-}
 # Tune searchers backed by optional packages: searcher name -> modules it imports (pip names in the error).
 SEARCHER_PACKAGES: dict[str, dict[str, str]] = {
     "optuna": {"optuna": "optuna"},
@@ -108,68 +91,11 @@ class CarryEvaluation(RLlibCallback):
         result["evaluation"] = dict(self._latest)
 
 
-# ---------------------------------------------------------------------------------------------------------
-def add_workload_args(parser: argparse.ArgumentParser) -> None:
-    """Options shared with ``experiments.compare``: the model, algorithm, scale, ``--set``, evaluation and
-    resources, and shorthands for the workload's size (DAPOConfig keys)."""
-    add_model_options(parser)
-    add_algorithm_options(parser)
-    add_run_options(parser)
-    shorthands = {
-        "--group-size": (int, "G (= --set group_size=)"),
-        "--prompts": (int, "P per iteration (= --set prompts_per_iteration=)"),
-        "--max-response-tokens": (int, "per turn (= --set max_response_tokens=; L_cache shrinks with it)"),
-        "--max-generation-batches": (int, "dynamic sampling budget (= --set max_generation_batches=)"),
-        "--kv-cache-gib": (float, "vLLM KV cache (= --set engine_kv_cache_gib=)"),
-    }
-    for flag, (kind, text) in shorthands.items():
-        parser.add_argument(flag, type=kind, default=None, help=text)
-
-
-def workload_settings(
-    prog: str,
-    args: argparse.Namespace,
-    *,
-    env: str | None,
-    replay: str | None = None,
-    seed: int | None = None,
-    overrides: dict[str, Any] | None = None,
-) -> RunSettings:
-    """The settings of one run of a sweep or comparison: ``--settings`` or the env's settings file, the
-    options, :data:`WORKLOAD_DEFAULTS` (without ``--settings``), ``replay``, ``seed`` and ``overrides``
-    (after ``--set`` and the workload options)."""
-    settings_file = getattr(args, "settings", None)
-    base = base_settings(prog, settings_file, env, args.model)
-    shorthands = {key: getattr(args, name) for name, key in WORKLOAD_KEYS.items()}
-    settings = settings_from_args(
-        prog,
-        args,
-        base,
-        defaults=None if settings_file else WORKLOAD_DEFAULTS,
-        overrides={**{k: v for k, v in shorthands.items() if v is not None}, **(overrides or {})},
-    )
-    chosen = {"replay": replay, "seed": seed}
-    try:
-        return dataclasses.replace(settings, **{k: v for k, v in chosen.items() if v is not None})
-    except SettingsError as error:
-        raise SystemExit(f"{prog}: {error}") from None
-
-
-def workload_config(settings: RunSettings, prog: str) -> DAPOConfig:
-    """``build_config`` of ``settings`` from its starting model (the tiny warm start without a model)."""
-    try:
-        return build_config(settings, {"model_path": starting_model(settings)})
-    except (SettingsError, ValueError) as error:
-        raise SystemExit(f"{prog}: {error}") from None
-
-
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    from algorithms.replay import REPLAY_MODES
-
     parser = argparse.ArgumentParser(prog=PROG, description=__doc__.splitlines()[0])
     add_settings_option(parser)
     parser.add_argument("--env", default=None, help="registered gymnasium id (default: the settings file's)")
-    parser.add_argument("--replay", default=None, choices=REPLAY_MODES, help="default: the settings file's")
+    add_aliases(parser, ("--replay", "--seed"))
     parser.add_argument("--tau", type=float, nargs="+", default=DEFAULT_TAUS, help="values of tau")
     parser.add_argument(
         "--eps-high", type=float, nargs="+", default=DEFAULT_EPS_HIGH, help="values of eps_high"
@@ -178,7 +104,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--search-alg", default="grid", help="grid, random, or a Tune searcher name (optuna, hyperopt, ...)"
     )
     parser.add_argument("--num-samples", type=int, default=None, help="grid repeats, or trials (default 4)")
-    parser.add_argument("--seed", type=int, default=None, help="training seed of every trial")
     parser.add_argument(
         "--max-concurrent", type=int, default=1, help="trials at once (each needs its own resources)"
     )
@@ -202,7 +127,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args.run = workload_settings(PROG, args, env=args.env)
     check_env_id(args.run.env)
     try:
-        build_config(args.run)
+        args.config = build_config(args.run)
     except ValueError as error:
         raise SystemExit(f"{PROG}: {error}") from None
     return args
@@ -212,18 +137,17 @@ def search_space(args: argparse.Namespace) -> tuple[DAPOConfig, Any, int]:
     """(param_space config, Tune search algorithm or None, num_samples) for the chosen search."""
     from ray import tune
 
-    run: RunSettings = args.run
-    config = workload_config(run, PROG).callbacks(CarryEvaluation)
+    config = workload_config(args.run, PROG).callbacks(CarryEvaluation)
     taus = args.tau
-    if run.replay not in TAU_MODES and len(taus) > 1:
-        print(f"sweep: tau has no effect with --replay {run.replay}; sweeping eps_high only")
+    if config.replay_mode not in TAU_MODES and len(taus) > 1:
+        print(f"sweep: tau has no effect with --replay {config.replay_mode}; sweeping eps_high only")
         taus = taus[:1]
     if args.search_alg == "grid":
         domain, searcher, samples = tune.grid_search, None, args.num_samples or 1
     else:
         domain, searcher, samples = (
             tune.choice,
-            make_searcher(args.search_alg, run.seed),
+            make_searcher(args.search_alg, config.seed),
             args.num_samples or 4,
         )
     config = config.training(eps_high=domain(args.eps_high)).replay(tau=domain(taus))
@@ -338,12 +262,14 @@ def summary_markdown(
     args: argparse.Namespace, rows: list[dict[str, Any]], best: dict[str, Any] | None
 ) -> str:
     run: RunSettings = args.run
+    config = args.config
     lines = [
-        f"# Sweep `{args.name}`: {run.env}, replay {run.replay}, search {args.search_alg}",
+        f"# Sweep `{args.name}`: {run.env}, replay {config.replay_mode}, search {args.search_alg}",
         "",
-        f"{run.iterations} iterations per trial; validation success = mean success of {run.eval_samples} "
-        f"episode(s) on each of {run.eval_tasks} validation tasks (DAPO.evaluate_policy), measured after "
-        f"iteration 1 and every {run.eval_every or run.iterations}.",
+        f"{run.iterations} iterations per trial; validation success = mean success of "
+        f"{config.evaluation_samples_per_task} episode(s) on each of {config.evaluation_num_tasks} "
+        "validation tasks (DAPO.evaluate_policy), measured after iteration 1 and every "
+        f"{config.evaluation_interval or run.iterations}.",
         "",
         "| trial | tau | eps_high | peak validation success | final validation success | final reward | "
         "iterations | iterations that trained nothing | status |",
@@ -397,12 +323,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     (folder / "summary.md").write_text(markdown)
     summary = {
         "env": args.run.env,
-        "replay": args.run.replay,
+        "replay": args.config.replay_mode,
         "iterations": args.run.iterations,
         "settings": dataclasses.asdict(args.run),
         "trials": rows,
         "best": best,
-        "dtypes": dtype_record(build_config(args.run)),
+        "dtypes": dtype_record(args.config),
     }
     write_json(folder / "summary.json", summary)
     print(markdown)

@@ -1,9 +1,10 @@
 """Train DAPO (+ FreshPER) on a freshrl env: ``python -m experiments.train``.
 
 Settings come from a settings file (``experiments/settings/*.yaml``, one per env, the fields of
-``experiments.run_config.RunSettings``; ``--settings`` names one, else the one for ``--env`` and
-``--model``, else ``frozen_lake.yaml``), and command-line options override them: ``--algorithm`` (DAPO's
-Table 1 ladder), ``--scale``, ``--tau``, ``--eps-high`` and ``--set key=value`` for any DAPOConfig key.
+``experiments.common.run_config.RunSettings``; ``--settings`` names one, else the one for ``--env`` and
+``--model``, else ``frozen_lake.yaml``), and the command line overrides them: ``--set key=value`` for any
+DAPOConfig or run key, and its aliases (``--algorithm``, ``--scale``, ``--replay``, ``--tau``, ``--eps-high``,
+``--iterations``, ...; docs/configuration.md).
 
 Evaluates the starting policy on validation tasks (``DAPO.evaluate_policy``), trains for ``--iterations``
 with a live progress bar, evaluating inside training every ``--eval-every`` iterations (RLlib's
@@ -29,16 +30,17 @@ import time
 from pathlib import Path
 from typing import Any
 
-from experiments.allocator import describe
-from experiments.run_config import (
+from experiments.common.allocator import describe
+from experiments.common.run_config import (
     RunSettings,
     SettingsError,
     build_config,
     default_settings_file,
     starting_model,
 )
-from experiments.run_options import (
+from experiments.common.run_options import (
     add_algorithm_options,
+    add_aliases,
     add_model_options,
     add_run_options,
     add_settings_option,
@@ -46,69 +48,35 @@ from experiments.run_options import (
     check_env_id,
     settings_from_args,
 )
+from experiments.common.training_metrics import MOSTLY_UNTRAINED_SHARE, flatten, pick, trained_nothing
 
 PROG = "python -m experiments.train"
-# A run is flagged when more than this share of its iterations trained nothing (no informative group).
-MOSTLY_UNTRAINED_SHARE = 0.5
 NOTHING_TRAINED = "0 informative groups: nothing trained this iteration"
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """The command line; ``args.run`` is the run's :class:`RunSettings` (the settings file, then the
     options), checked by building its config once (cheap: nothing is loaded)."""
-    from algorithms.replay import REPLAY_MODES
-
     parser = argparse.ArgumentParser(prog=PROG, description=__doc__.splitlines()[0])
     add_settings_option(parser)
     parser.add_argument("--env", default=None, help="registered gymnasium id or module:ns/Name-v0")
     add_model_options(parser)
     add_algorithm_options(parser)
-    parser.add_argument("--replay", default=None, choices=REPLAY_MODES, help="replay mode")
-    parser.add_argument("--tau", type=float, default=None, help="FreshPER age decay constant (= --set tau=)")
-    parser.add_argument(
-        "--eps-high", type=float, default=None, help="Clip-Higher's upper clip (= --set eps_high=)"
-    )
-    parser.add_argument("--seed", type=int, default=None)
+    add_aliases(parser, ("--replay", "--tau", "--eps-high", "--seed"))
     add_run_options(parser)
     parser.add_argument("--output", default=None, help="results folder (default results/<env>-<time>)")
     parser.add_argument("--resume", default=None, help="checkpoint folder to continue from")
     args = parser.parse_args(argv)
     base = base_settings(PROG, args.settings, args.env, args.model)
-    shorthands = {"tau": args.tau, "eps_high": args.eps_high}
-    args.run = settings_from_args(
-        PROG, args, base, overrides={k: v for k, v in shorthands.items() if v is not None}
-    )
+    args.run = settings_from_args(PROG, args, base)
     check_env_id(args.run.env)
     file = args.settings or default_settings_file(args.run.env, args.model)
     args.settings_file = None if file is None else str(file)
     try:
-        build_config(args.run)
+        args.config = build_config(args.run)
     except ValueError as error:
         raise SystemExit(f"{PROG}: {error}") from None
     return args
-
-
-def flatten(result: dict[str, Any], prefix: str = "") -> dict[str, float]:
-    """Numeric leaves of an RLlib result dict as {"a/b/c": value}."""
-    flat: dict[str, float] = {}
-    for key, value in result.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, dict):
-            flat.update(flatten(value, f"{name}/"))
-        elif isinstance(value, bool | int | float) and not isinstance(value, bool):
-            flat[name] = float(value)
-    return flat
-
-
-def pick(flat: dict[str, float], suffix: str) -> float:
-    """The first metric whose name ends with ``suffix`` (NaN when absent)."""
-    return next((v for k, v in flat.items() if k.endswith(suffix)), float("nan"))
-
-
-def trained_nothing(flat: dict[str, float]) -> bool:
-    """No informative group this iteration (fresh or from the surplus), so the learner did not step."""
-    kept = pick(flat, "rollout/groups_kept") + pick(flat, "rollout/groups_from_surplus")
-    return kept == 0
 
 
 # Progress-bar fields: (name, metric suffix, format). Episode return and the invalid-output rate come from
@@ -140,8 +108,8 @@ def progress_postfix(flat: dict[str, float], untrained: int) -> dict[str, str]:
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parse_args(argv)
-    from experiments.plots import plot_training_curves
-    from experiments.results_json import dtype_record, write_json
+    from experiments.common.plots import plot_training_curves
+    from experiments.common.results_json import dtype_record, write_json
     from models.progress import Progress, quiet_library_bars_in_logs
 
     quiet_library_bars_in_logs()
@@ -161,16 +129,16 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     except SettingsError as error:
         raise SystemExit(f"freshrl: {error}") from None
     print(f"freshrl: starting from {model}; {describe()}")
-    # Without --eval-every, RLlib evaluates on the run's last iteration only.
-    settings = dataclasses.replace(settings, eval_every=settings.eval_every or settings.iterations)
-    config = build_config(settings, {"model_path": model})
+    # Without an evaluation_interval (--eval-every), RLlib evaluates on the run's last iteration only.
+    every = args.config.evaluation_interval or settings.iterations
+    config = build_config(settings, {"model_path": model, "evaluation_interval": every})
     dtypes = dtype_record(config)
     print(
         f"freshrl: learner dtype {dtypes['model_dtype_reason']}; engine dtype {dtypes['engine_dtype_reason']}"
     )
     print(
-        f"freshrl: training {settings.algorithm} + {settings.replay} at the {settings.resolved_scale} scale "
-        f"on {settings.env}; results in {output}"
+        f"freshrl: training {settings.algorithm} + {config.replay_mode} at the {settings.resolved_scale} "
+        f"scale on {settings.env}; results in {output}"
     )
     algo = config.build_algo()
     if args.resume:
@@ -216,6 +184,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         **dataclasses.asdict(settings),
         "model": model,
         "scale": settings.resolved_scale,
+        "replay_mode": config.replay_mode,
+        "seed": config.seed,
+        "evaluation_num_tasks": config.evaluation_num_tasks,
+        "evaluation_samples_per_task": config.evaluation_samples_per_task,
+        "evaluation_interval": config.evaluation_interval,
         "before": before,
         "after": after,
         "evaluations": [{"iteration": i, **metrics} for i, metrics in sorted(evaluations.items())],

@@ -1,16 +1,17 @@
 """Build the warm-started tiny models and measure their success: ``python -m experiments.warm_start``.
 
-For each env, the warm-started model (``models.warm_start.warm_started_path``, built if not cached) and its
-base tiny model are measured by the algorithm's own evaluation (``DAPO.evaluate_policy``, the one
-``train``, ``sweep``, ``compare`` and ``benchmark`` report): a DAPO algorithm is built for the env from its
-settings file and scale (``experiments.run_config``: the tiny scale of ``algorithms/dapo/scales.py``, 48
-response tokens a turn, 1024 context tokens, temperature 1.0; the env_config training uses), and each model's
-weights are loaded into it before it plays the first N validation tasks (``envs.seeds.seeds("validation",
-N)``), k samples each. It prints the success rate with its 95% Wilson interval, and the tasks whose samples
-disagree (the groups GRPO can learn from; the others have zero advantage).
+For each env, the warm-started model (``algorithms.warm_start.warm_started_path``, built if not cached) and
+its base tiny model are measured by the algorithm's own evaluation (``DAPO.evaluate_policy``, the one
+``train``, ``sweep``, ``compare`` and ``evaluate`` report): a DAPO algorithm is built for the env from its
+settings file and scale (``experiments.common.run_config``: the tiny scale of ``algorithms/dapo/scales.py``,
+48 response tokens a turn, 1024 context tokens, temperature 1.0; the env_config training uses), and each
+model's weights are loaded into it before it plays the first N validation tasks
+(``envs.seeds.seeds("validation", N)``), k samples each. It prints the success rate with its 95% Wilson
+interval, and the tasks whose samples disagree (the groups GRPO can learn from; the others have zero
+advantage).
 
 ``--calibrate 50,100,200`` instead fine-tunes once, in this process and without caching, and measures the
-model after each of those step counts: the way ``models.warm_start.WARM_START_STEPS`` was chosen.
+model after each of those step counts: the way ``algorithms.warm_start.WARM_START_STEPS`` was chosen.
 
     python -m experiments.warm_start                                  # all five default envs
     python -m experiments.warm_start --env freshrl/Sokoban-v0 --seeds 64
@@ -21,7 +22,6 @@ model after each of those step counts: the way ``models.warm_start.WARM_START_ST
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import time
 from collections.abc import Iterator
@@ -57,12 +57,11 @@ def evaluation_algo(
 ) -> Iterator[Any]:
     """A DAPO algorithm for ``env_id`` with the architecture of ``base`` (one vLLM engine), evaluating
     ``tasks`` validation tasks x ``samples``; its weights are replaced by :func:`measure`."""
-    from experiments.run_config import build_config, settings_for
+    from experiments.common.run_config import build_config, settings_for
 
-    settings = dataclasses.replace(
-        settings_for(env_id, model=model), seed=seed, eval_tasks=tasks, eval_samples=samples
-    )
-    algo = build_config(settings, {"model_path": str(base)}).build_algo()
+    keys = {"model_path": str(base), "seed": seed}
+    keys |= {"evaluation_num_tasks": tasks, "evaluation_samples_per_task": samples}
+    algo = build_config(settings_for(env_id, model=model), keys).build_algo()
     try:
         yield algo
     finally:
@@ -84,8 +83,8 @@ def measure(algo, state_dict: dict[str, torch.Tensor]) -> dict[str, Any]:
 def report(
     env_id: str, algo, base: Path, seed: int, lr: float, skip_base: bool, steps: int | None = None
 ) -> None:
+    from algorithms.warm_start import MissingOracleError, load_model, warm_started_path
     from models.tiny import BUILD_INFO_FILE
-    from models.warm_start import MissingOracleError, load_model, warm_started_path
 
     if not skip_base:
         result = measure(algo, load_model(base).state_dict())
@@ -109,8 +108,8 @@ def report(
 
 def _base_path(env_id: str, seed: int, model: str | None) -> Path:
     """The base of the warm starts: ``--model`` (a name, directory or hub id), else the env's tiny model."""
+    from algorithms.warm_start import tiny_base_path
     from models.names import resolve_model_path
-    from models.warm_start import tiny_base_path
 
     if model is None:
         return Path(tiny_base_path(env_id, seed=seed))
@@ -118,8 +117,8 @@ def _base_path(env_id: str, seed: int, model: str | None) -> Path:
 
 
 def calibrate(env_id: str, algo, base: Path, seed: int, checkpoints: list[int], lr: float) -> None:
+    from algorithms.warm_start import DEFAULT_DEMOS, demonstrations, fine_tune, load_model
     from models.chat import ChatRenderer
-    from models.warm_start import DEFAULT_DEMOS, demonstrations, fine_tune, load_model
 
     renderer = ChatRenderer(base)
     demos = demonstrations(env_id, renderer, DEFAULT_DEMOS)
@@ -167,19 +166,19 @@ def main(argv: list[str] | None = None) -> None:
         "--steps",
         type=int,
         default=None,
-        help="warm-start steps (default: models.warm_start's per-env value)",
+        help="warm-start steps (default: algorithms.warm_start's per-env value)",
     )
     parser.add_argument("--calibrate", default=None, help="comma-separated step counts to measure instead")
     parser.add_argument(
         "--lr",
         type=float,
         default=None,
-        help="warm start learning rate (default: the base's recipe, models.warm_start.recipe_for)",
+        help="warm start learning rate (default: the base's recipe, algorithms.warm_start.recipe_for)",
     )
     args = parser.parse_args(argv)
     hf_logging.disable_progress_bar()
 
-    from models.warm_start import recipe_for
+    from algorithms.warm_start import recipe_for
 
     for env_id in args.env:
         base = _base_path(env_id, args.seed, args.model)

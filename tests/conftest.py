@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from algorithms.dapo import DAPOConfig, apply_algorithm, apply_scale
-from experiments.ray_session import start_ray
+from experiments.common.ray_session import start_ray
 
 # Where a test's EnvRunner that kills itself leaves its mark (tests/algorithms/test_remote_runners.py).
 CRASH_MARKER_VARIABLE = "FRESHRL_TEST_CRASH_MARKER"

@@ -1,4 +1,5 @@
-"""The layers import downward only (experiments -> algorithms -> models -> envs; docs/design.md, section 1).
+"""The layers import downward only (benchmarks -> experiments -> algorithms -> models -> envs; docs/design.md,
+section 1), and no entry point of experiments/ imports another.
 
 A static check reads every module's imports with ``ast``, at module level and inside functions alike (also
 ``importlib.import_module("...")`` with a literal name), so a lazy import cannot hide an upward arrow. A
@@ -22,6 +23,7 @@ FORBIDDEN: dict[str, frozenset[str]] = {
     "examples": HEAVY | ABOVE_ENVS,  # user-style envs: the envs/ rule
     "models": frozenset({"algorithms", "experiments", "benchmarks"}),
     "algorithms": frozenset({"experiments", "benchmarks"}),
+    "experiments": frozenset({"benchmarks"}),
 }
 
 
@@ -61,6 +63,28 @@ def layer_violations(root: Path = ROOT) -> list[str]:
     return violations
 
 
+def entry_point_imports(root: Path = ROOT) -> list[str]:
+    """'file:line imports module' for every entry point (a module at the top of experiments/) importing
+    another: what they share lives in experiments/common/."""
+    entry_points = {path.stem for path in (root / "experiments").glob("*.py") if path.stem != "__init__"}
+    violations = []
+    for stem in sorted(entry_points):
+        tree = ast.parse((root / "experiments" / f"{stem}.py").read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module == "experiments":
+                names = [f"experiments.{alias.name}" for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            for name in names:
+                parts = name.split(".")
+                if parts[0] == "experiments" and len(parts) > 1 and parts[1] in entry_points - {stem}:
+                    violations.append(f"experiments/{stem}.py:{node.lineno} imports {name}")
+    return violations
+
+
 def test_imports_point_down_only():
     violations = layer_violations()
     assert not violations, (
@@ -68,6 +92,11 @@ def test_imports_point_down_only():
         "without torch, ray, vllm or transformers): move the code to the layer that may import it, or "
         "the shared piece down:\n" + "\n".join(violations)
     )
+
+
+def test_no_entry_point_imports_another():
+    violations = entry_point_imports()
+    assert not violations, "move what entry points share to experiments/common/:\n" + "\n".join(violations)
 
 
 def test_the_static_check_sees_lazy_and_relative_imports():

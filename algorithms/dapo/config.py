@@ -24,6 +24,7 @@ AGE_UNITS = ("optimizer_steps", "iterations")
 ROLLOUT_MODES = ("sync", "async")
 PRIORITY_SIGNALS = ("reward", "advantage")
 REPLAY_DUAL_CLIP_C = 3.0  # verl's actor default clip_ratio_c (its DAPO scripts use 10)
+DAPO_OVERLONG_CACHE_LEN = 4096  # L_cache, DAPO section 4.1
 
 
 def evaluation_task_checks(
@@ -153,7 +154,11 @@ class DAPOConfig(AlgorithmConfig):
         # Overlong reward shaping (DAPO section 3.4).
         self.overlong_filtering = True  # DAPO Table 1 keeps it on in every row after the first
         self.overlong_punishment = True
-        self.overlong_cache_len = 4096  # L_cache, DAPO section 4.1
+        # L_cache, the band below the limit where the soft punishment ramps (DAPO Eq. 13). "auto" (the
+        # default): resolved_overlong_cache_len(), a third of max_response_tokens capped at DAPO's 4096
+        # (section 4.1: 4096 of 20480), so it follows the response limit wherever that is set. An integer
+        # always wins.
+        self.overlong_cache_len: int | str = "auto"
         # What |y| and L_max of DAPO Eq. 13 (section 3.4) are for a multi-turn episode, for both shaping and
         # filtering: "trajectory" (all its response tokens against max_trajectory_response_tokens; the
         # default: DAPO's y is the whole generated answer) or "turn" (its longest response against
@@ -225,8 +230,8 @@ class DAPOConfig(AlgorithmConfig):
         # buffer's rarest item, max w = (N P_min)^-beta, so one item at the reference's 1e-6 scales every
         # weight by ~(1e-6 / |A|)^(alpha beta) (~2e-4 at beta 1); at 0.1 its key is >= (0.1 / 2.75)^0.6
         # ~ 0.14 of the largest (G = 8). Measured on a simulated FrozenLake stream at the tiny scale
-        # (tests/replay/test_replay_defaults.py; ~33% successes): replay batches ~44% successes, mean IS
-        # weight ~0.56 (0.025 and 100% successes with the reference's |R| + 1e-6).
+        # (tests/algorithms/replay/test_replay_defaults.py; ~33% successes): replay batches ~44% successes,
+        # mean IS weight ~0.56 (0.025 and 100% successes with the reference's |R| + 1e-6).
         self.replay_eps = 0.1
         self.replay_poly_k = 1.0  # exponent of the polynomial decay (1 + age/tau)^-k
         # The reference inserts new items at the current max priority; we know p_base at insertion, so off.
@@ -278,7 +283,7 @@ class DAPOConfig(AlgorithmConfig):
         max_generation_batches: int = NotProvided,
         overlong_filtering: bool = NotProvided,
         overlong_punishment: bool = NotProvided,
-        overlong_cache_len: int = NotProvided,
+        overlong_cache_len: int | str = NotProvided,
         overlong_scope: str = NotProvided,
         warmup_steps: int = NotProvided,
         weight_decay: float = NotProvided,
@@ -376,11 +381,21 @@ class DAPOConfig(AlgorithmConfig):
     # ----------------------------------------------------------------------------------------------------
     def validate(self) -> None:
         super().validate()
+        cache_len_ok = self.overlong_cache_len == "auto" or (
+            isinstance(self.overlong_cache_len, int) and not isinstance(self.overlong_cache_len, bool)
+        )
+        sizes_ok = cache_len_ok and isinstance(self.max_response_tokens, int)
+        cache_len = self.resolved_overlong_cache_len() if sizes_ok else None
         checks = [
             (self.group_size >= 2, f"group_size must be >= 2 for group advantages, got {self.group_size}"),
             (self.prompts_per_iteration >= 1, "prompts_per_iteration must be >= 1"),
             (0 <= self.eps_low < 1, f"eps_low must be in [0, 1), got {self.eps_low}"),
             (self.eps_high >= 0, f"eps_high must be >= 0, got {self.eps_high}"),
+            (self.kl_coef >= 0, f"kl_coef must be >= 0 (0: no KL term, as DAPO), got {self.kl_coef}"),
+            (
+                isinstance(self.max_response_tokens, int) and self.max_response_tokens >= 1,
+                f"max_response_tokens must be an integer >= 1, got {self.max_response_tokens!r}",
+            ),
             (
                 self.dual_clip_c in (None, "auto")
                 or (isinstance(self.dual_clip_c, int | float) and self.dual_clip_c > 1),
@@ -453,8 +468,16 @@ class DAPOConfig(AlgorithmConfig):
                 "set .replay(mode='freshper') (or per, freshper_poly), or backfill=False",
             ),
             (
-                0 < self.overlong_cache_len <= self.max_response_tokens or not self.overlong_punishment,
-                "overlong_cache_len must be in (0, max_response_tokens] when overlong_punishment is on",
+                cache_len_ok,
+                f"overlong_cache_len must be an integer (tokens) or 'auto', got {self.overlong_cache_len!r}",
+            ),
+            (
+                not self.overlong_punishment
+                or cache_len is None
+                or 0 < cache_len <= self.max_response_tokens,
+                f"overlong_cache_len must be in (0, max_response_tokens={self.max_response_tokens}] when "
+                f"overlong_punishment is on, got {self.overlong_cache_len!r}: lower it, or set it to 'auto' "
+                "(a third of max_response_tokens)",
             ),
             (
                 self.max_trajectory_response_tokens is None or self.max_trajectory_response_tokens >= 1,
@@ -464,7 +487,8 @@ class DAPOConfig(AlgorithmConfig):
             (
                 not self.overlong_punishment
                 or self.max_trajectory_response_tokens is None
-                or self.overlong_cache_len <= self.max_trajectory_response_tokens,
+                or cache_len is None
+                or cache_len <= self.max_trajectory_response_tokens,
                 "overlong_cache_len must be <= max_trajectory_response_tokens when overlong_punishment is on",
             ),
             (
@@ -560,6 +584,13 @@ class DAPOConfig(AlgorithmConfig):
     def resolved_lora_alpha(self) -> float:
         """LoRA's alpha: ``lora_alpha``, or 2 x ``lora_rank`` where it is None."""
         return 2.0 * self.lora_rank if self.lora_alpha is None else float(self.lora_alpha)
+
+    def resolved_overlong_cache_len(self) -> int:
+        """L_cache of the soft overlong punishment: ``overlong_cache_len``, with "auto" = a third of
+        ``max_response_tokens`` (at least 1), at most DAPO's 4096 (section 4.1)."""
+        if self.overlong_cache_len == "auto":
+            return min(DAPO_OVERLONG_CACHE_LEN, max(1, self.max_response_tokens // 3))
+        return int(self.overlong_cache_len)
 
     def resolved_dual_clip_c(self) -> float | None:
         """The dual clip the loss uses: ``dual_clip_c``, with "auto" = 3.0 when replay is on, else off."""

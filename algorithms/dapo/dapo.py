@@ -132,7 +132,7 @@ class DAPO(Algorithm):
                 overlong_punishment=self.config.overlong_punishment,
                 overlong_scope=self.config.overlong_scope,
                 max_response_tokens=self.config.max_response_tokens,
-                overlong_cache_len=self.config.overlong_cache_len,
+                overlong_cache_len=self.config.resolved_overlong_cache_len(),
                 advantage_eps=self.config.advantage_eps,
                 advantage_std_normalize=self.config.advantage_std_normalize,
             )

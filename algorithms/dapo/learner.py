@@ -93,15 +93,7 @@ class DAPOTorchLearner(TorchLearner):
         optimizer = self.get_optimizer(module_id)
         weights = np.ones(len(trajectories)) if weights is None else np.asarray(weights, dtype=np.float64)
         minibatch_size = min(config.minibatch_size or len(trajectories), len(trajectories))
-        loss_cfg = LossConfig(
-            eps_low=config.eps_low,
-            eps_high=config.eps_high,
-            dual_clip_c=config.resolved_dual_clip_c(),
-            loss_agg_mode=config.loss_agg_mode,
-            kl_coef=config.kl_coef,
-            max_response_tokens=config.max_response_tokens,
-            tis_cap=config.tis_cap,
-        )
+        loss_cfg = LossConfig.from_config(config)
         # Mismatch correction: pi_old from the learner, once per pass, before its first step (every epoch
         # uses it). Each learner computes it for the whole batch, not only its shards: N x the no-grad cost.
         self._learner_logp_old = (

@@ -40,55 +40,55 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor
+
+if TYPE_CHECKING:
+    from algorithms.dapo.config import DAPOConfig
 
 LOSS_AGG_MODES = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum-norm")
 
 
 @dataclass(frozen=True)
 class LossConfig:
-    """Hyper-parameters of :func:`policy_loss`; defaults are DAPO's.
+    """Hyper-parameters of :func:`policy_loss`, taken from a DAPOConfig by :meth:`from_config` (which owns
+    their defaults and validates them: ``DAPOConfig.validate``).
 
     eps_low, eps_high: Clip-Higher's decoupled range [1 - eps_low, 1 + eps_high] (DAPO section 3.1).
     dual_clip_c: bound c > 1 on the loss of negative-advantage tokens (-c * A); None turns it off (verl's
         default is 3.0, its DAPO scripts use 10).
     loss_agg_mode: one of ``LOSS_AGG_MODES``; ``token-mean`` is DAPO's token-level loss (Eq. 12).
     kl_coef: weight of the k3 KL to a frozen reference; 0 as in DAPO (section 2.3).
-    tis_cap: C of the mismatch weight min(pi_old_learner / pi_sampler, C), used when ``logp_sampler`` is
-        given; must be >= 1 so that matching logprobs keep weight 1. 2.0 as in verl's rollout_is_threshold
-        example and the TIS post (Yao et al., 2025).
     max_response_tokens: the constant L of ``seq-mean-token-sum-norm``: Dr. GRPO uses the generation budget
         (for multi-turn trajectories, the budget of all turns together); that mode requires it
         (:func:`loss_normalizer`), the others ignore it.
+    tis_cap: C of the mismatch weight min(pi_old_learner / pi_sampler, C), used when ``logp_sampler`` is
+        given; >= 1 so that matching logprobs keep weight 1 (verl's rollout_is_threshold example and the
+        TIS post, Yao et al., 2025, use 2.0).
     """
 
-    eps_low: float = 0.2
-    eps_high: float = 0.28
-    dual_clip_c: float | None = None
-    loss_agg_mode: str = "token-mean"
-    kl_coef: float = 0.0
-    max_response_tokens: int | None = None
-    tis_cap: float = 2.0
+    eps_low: float
+    eps_high: float
+    dual_clip_c: float | None
+    loss_agg_mode: str
+    kl_coef: float
+    max_response_tokens: int | None
+    tis_cap: float
 
-    def __post_init__(self) -> None:
-        if not 0.0 <= self.eps_low < 1.0:
-            raise ValueError(f"eps_low must be in [0, 1), got {self.eps_low}")
-        if self.eps_high < 0.0:
-            raise ValueError(f"eps_high must be >= 0, got {self.eps_high}")
-        if self.dual_clip_c is not None and self.dual_clip_c <= 1.0:
-            raise ValueError(f"dual_clip_c must be > 1 (or None), got {self.dual_clip_c}")
-        if self.loss_agg_mode not in LOSS_AGG_MODES:
-            raise ValueError(f"loss_agg_mode must be one of {LOSS_AGG_MODES}, got {self.loss_agg_mode!r}")
-        if self.kl_coef < 0.0:
-            raise ValueError(f"kl_coef must be >= 0, got {self.kl_coef}")
-        if self.max_response_tokens is not None and self.max_response_tokens < 1:
-            raise ValueError(f"max_response_tokens must be >= 1 (or None), got {self.max_response_tokens}")
-        if not self.tis_cap >= 1.0:
-            raise ValueError(
-                f"tis_cap must be >= 1 (below 1 even matching logprobs lose weight), got {self.tis_cap}"
-            )
+    @classmethod
+    def from_config(cls, config: DAPOConfig) -> LossConfig:
+        """The loss settings of ``config``, its "auto" dual clip resolved."""
+        return cls(
+            eps_low=config.eps_low,
+            eps_high=config.eps_high,
+            dual_clip_c=config.resolved_dual_clip_c(),
+            loss_agg_mode=config.loss_agg_mode,
+            kl_coef=config.kl_coef,
+            max_response_tokens=config.max_response_tokens,
+            tis_cap=config.tis_cap,
+        )
 
 
 def loss_normalizer(masks: Sequence[Tensor], mode: str, max_response_tokens: int | None = None) -> float:

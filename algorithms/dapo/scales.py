@@ -1,8 +1,11 @@
 """Scales: the workload sizes and learning settings of a run, for the model it trains (``--scale``).
 
 ``tiny`` for the offline tiny models, ``smollm2`` for SmolLM2-135M-Instruct, both on a 2-core CPU; ``paper``
-keeps DAPOConfig's defaults, which are the DAPO and FreshPER papers' (algorithms/dapo/config.py). A scale
-is a set of ``DAPOConfig.training`` keys and one of ``DAPOConfig.replay`` keys.
+keeps DAPOConfig's defaults, which are the DAPO and FreshPER papers' (algorithms/dapo/config.py), on-policy
+as DAPO trains. A scale is a set of ``DAPOConfig.training`` keys and one of ``DAPOConfig.replay`` keys; the
+CPU scales replay with FreshPER, as every run on them did. With an algorithm of the ladder
+(``algorithms/dapo/ladder.py``) it is a run's preset, the second of the four configuration layers
+(docs/configuration.md).
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ TINY_SCALE: dict[str, Any] = {
     "prompts_per_iteration": 4,
     "max_response_tokens": 48,
     "max_context_tokens": 1024,
-    "overlong_cache_len": 16,
+    "overlong_cache_len": "auto",  # DAPOConfig's: a third of max_response_tokens, 16 of 48
     "lr": 1e-4,
     "warmup_steps": 2,  # iterations, as DAPO's 20 (of a far longer run)
     "minibatch_size": 16,
@@ -38,14 +41,16 @@ TINY_SCALE: dict[str, Any] = {
     "engine_dtype": "float32",
 }
 
-# FreshPER at the tiny scale (32 trajectories an iteration, runs of 20-100 iterations; ages in iterations, the
-# default unit). The paper-scale tau (500) over a buffer spanning a few iterations would make FreshPER ~ PER:
-# here the buffer holds 8 iterations' batches and tau is 4 iterations (half-life 2.8), so at sampling the
-# freshest items (age 1) have exp(7/4) = 5.8x the priority of the oldest (age 8, decay factor 0.14), and beta
-# reaches 1 at iteration 20 (0.97 in the last of the default job's 20, which count from 0). Measured on a
-# simulated FrozenLake stream (tests/replay/test_replay_defaults.py): mean IS weight ~0.56 over 20
-# iterations, ~0.43 at beta ~1.
+# FreshPER at the tiny scale (the replay mode of every tiny and SmolLM2 run; 32 trajectories an iteration,
+# runs of 20-100 iterations; ages in iterations, the default unit). The paper-scale tau (500) over a buffer
+# spanning a few iterations would make FreshPER ~ PER: here the buffer holds 8 iterations' batches and tau is
+# 4 iterations (half-life 2.8), so at sampling the freshest items (age 1) have exp(7/4) = 5.8x the priority of
+# the oldest (age 8, decay factor 0.14), and beta reaches 1 at iteration 20 (0.97 in the last of the default
+# job's 20, which count from 0). Measured on a simulated FrozenLake stream
+# (tests/algorithms/replay/test_replay_defaults.py): mean IS weight ~0.56 over 20 iterations, ~0.43 at beta
+# ~1.
 TINY_REPLAY: dict[str, Any] = {
+    "mode": "freshper",
     "tau": 4.0,
     "capacity": 256,
     "beta_horizon": 20.0,
@@ -56,7 +61,7 @@ TINY_REPLAY: dict[str, Any] = {
 # the same keys as TINY_SCALE (``--scale smollm2``, the default with ``--model smollm2``), with TINY_REPLAY:
 #   apply_scale(apply_algorithm(DAPOConfig().environment(env), "dapo"), "smollm2")
 # A starting point, not tuned by RL runs yet. One iteration, zero-shot model, dynamic
-# sampling off so every group trains (experiments/benchmarks/learner_step.py; a shared AVX512_BF16 machine,
+# sampling off so every group trains (benchmarks/learner_step.py; a shared AVX512_BF16 machine,
 # load 1.5-3, learner in bf16):
 # Math-v0 rollout 4.3 s, learn 4.2 s, sync 0.9 s, peak RSS 7.9 GiB; FrozenLake-v0 (5 turns of 64 invalid
 # tokens) rollout 42 s, learn 43 s, sync 2 s, peak RSS 10.6 GiB. Why each value:

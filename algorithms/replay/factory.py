@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from algorithms.replay.decay import ExponentialDecay, NoDecay, PolynomialDecay
 from algorithms.replay.prioritized_buffer import PrioritizedReplayBuffer
@@ -11,17 +11,35 @@ ReplayMode = Literal["on_policy", "per", "freshper", "freshper_poly"]
 REPLAY_MODES: tuple[str, ...] = ("on_policy", "per", "freshper", "freshper_poly")
 
 
+# The FreshPER reference repository's settings (capacity 50k, alpha 0.6, beta 0.4 constant, tau 500, eps
+# 1e-6), except that new items enter at |signal| + eps rather than at the maximum priority: the comparisons
+# with it (benchmarks/replay_buffer.py) and the buffer's own tests start from them. Training takes
+# DAPOConfig's values (DAPOConfig.build_replay_buffer), which differ where these left FreshPER inert.
+REFERENCE_SETTINGS: dict[str, Any] = {
+    "capacity": 50_000,
+    "alpha": 0.6,
+    "beta_0": 0.4,
+    "beta_horizon": None,
+    "tau": 500.0,
+    "poly_k": 1.0,
+    "eps": 1e-6,
+    "seed": 0,
+    "insert_at_max_priority": False,
+}
+
+
 def make_replay_buffer(
     mode: ReplayMode,
-    capacity: int = 50_000,
-    alpha: float = 0.6,
-    beta_0: float = 0.4,
-    beta_horizon: float | None = None,
-    tau: float = 500.0,
-    poly_k: float = 1.0,
-    eps: float = 1e-6,
-    seed: int = 0,
-    insert_at_max_priority: bool = False,
+    *,
+    capacity: int,
+    alpha: float,
+    beta_0: float,
+    beta_horizon: float | None,
+    tau: float,
+    poly_k: float,
+    eps: float,
+    seed: int,
+    insert_at_max_priority: bool,
 ) -> PrioritizedReplayBuffer | None:
     """Build the buffer for ``mode``, or None for the on-policy baseline (no replay).
 
@@ -30,10 +48,8 @@ def make_replay_buffer(
     - ``"freshper"``: FreshPER, p_i = p_base_i * exp(-age / tau).
     - ``"freshper_poly"``: p_i = p_base_i * (1 + age / tau) ** -poly_k.
 
-    Defaults follow the FreshPER reference code (capacity 50k, alpha 0.6, beta 0.4 constant, tau 500,
-    eps 1e-6), except that new items enter at |signal| + eps rather than at the maximum priority; see
-    :class:`PrioritizedReplayBuffer` for every argument. Training builds its buffer from ``DAPOConfig``,
-    whose defaults differ where these left FreshPER inert (|A| + 0.1, ages in iterations; see its comments).
+    Every setting is given: :class:`PrioritizedReplayBuffer` says what each means, ``DAPOConfig`` holds
+    training's (``build_replay_buffer``), :data:`REFERENCE_SETTINGS` the reference repository's.
     """
     if mode == "on_policy":
         return None
@@ -55,3 +71,8 @@ def make_replay_buffer(
         seed=seed,
         insert_at_max_priority=insert_at_max_priority,
     )
+
+
+def make_reference_buffer(mode: ReplayMode, **changes: Any) -> PrioritizedReplayBuffer | None:
+    """The buffer for ``mode`` with :data:`REFERENCE_SETTINGS`, ``changes`` on top."""
+    return make_replay_buffer(mode, **{**REFERENCE_SETTINGS, **changes})

@@ -31,7 +31,7 @@ one call per batch: B draws or B priority updates cost O(B log N), with no O(N) 
 - No decay (standard PER) needs no refresh at all.
 - Polynomial decay (1 + age/tau)^-k does not factor, so its keys are recomputed exactly against the current
   step, lazily: the first ``sample`` (or ``probabilities``) at a new step pays one vectorised O(N) pass and
-  tree rebuild (see experiments/benchmarks/replay_buffer.py; several ms at N = 1e6); later samples and
+  tree rebuild (see benchmarks/replay_buffer.py; several ms at N = 1e6); later samples and
   updates at that step are O(B log N). Adds and updates at a newer step store base priorities and steps and
   leave the keys to that refresh.
 

@@ -55,10 +55,10 @@ def bare_dapo(iteration: int = 0, learners=(), seed: int = 0) -> DAPO:
     algo = DAPO.__new__(DAPO)
     algo.config = DAPOConfig()
     algo.metrics = MetricsLogger()
-    algo._iteration = iteration
+    algo._iteration = iteration  # Trainable's counter behind DAPO.training_iteration
     algo._optimizer_steps = 0
     algo._policy_version = 0
-    algo._rng, algo._eval_rng = sampling_rngs(seed)
+    algo._rng, _ = sampling_rngs(seed)  # evaluation's stream is derived per policy version
     algo.learner_group = SimpleNamespace(
         foreach_learner=lambda fn: [Call(fn(learner)) for learner in learners]
     )

@@ -21,7 +21,7 @@ def tiny_config(make, env: str, model_path: str | None, replay: str) -> DAPOConf
         minibatch_size=8,
         engine_kv_cache_gib=0.5,
         # A random tiny model mostly fails every episode, so filtering would often leave nothing to train on;
-        # dynamic sampling itself is tested in tests/dapo/.
+        # dynamic sampling itself is tested in tests/algorithms/dapo/.
         dynamic_sampling=False,
         # Responses of the random tiny model always hit the token limit; filtering would mask them all.
         overlong_filtering=False,

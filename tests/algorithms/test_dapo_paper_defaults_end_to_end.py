@@ -224,7 +224,8 @@ def test_replay_weights_and_age_clock_reach_the_loss(small_dapo_config, monkeypa
                 groups[t.group_id].append(t.success)
             assert all(0 < sum(g) < len(g) for g in groups.values())
     # Overlong filtering: an overlong episode's tokens never reach the loss; the others' do. (Which episodes
-    # are overlong is tests/dapo/test_dapo_overlong.py's subject; here, that the filter reaches the loss.)
+    # are overlong is tests/algorithms/dapo/test_dapo_overlong.py's subject; here, that the filter reaches
+    # the loss.)
     seen = {"filtered": 0, "kept": 0}
     for call in record.losses:
         for row, t in enumerate(call["trajectories"]):

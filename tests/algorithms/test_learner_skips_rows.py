@@ -67,7 +67,7 @@ def reference_gradient(learner, trajectories: list[Trajectory]) -> dict[str, tor
     batch = collate(trajectories)
     out = learner._policy().compute_logprobs(batch, with_entropy=True)
     mask = batch["loss_mask"] * learner._overlong_keep(trajectories)[:, None]
-    cfg = LossConfig(eps_low=learner.config.eps_low, eps_high=learner.config.eps_high)
+    cfg = LossConfig.from_config(learner.config)
     loss, _ = policy_loss(
         out["logp"], batch["logp_old"], batch["advantages"], mask,
         normalizer=loss_normalizer([mask], "token-mean"), cfg=cfg, weights=batch["weights"],

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from experiments.allocator import (
+from experiments.common.allocator import (
     TCMALLOC_CANDIDATES,
     VARIABLE,
     AllocatorError,

@@ -14,11 +14,11 @@ import pytest
 import ray
 import yaml
 
+from algorithms.warm_start import warm_started_path
 from envs.contract import check_env_contract
 from experiments import sweep, train
-from experiments.ray_session import start_ray
+from experiments.common.ray_session import start_ray
 from models.tiny import BUILD_INFO_FILE
-from models.warm_start import warm_started_path
 
 MODULE = "newcomer_parity"
 ENV_ID = f"{MODULE}:newcomer/Parity-v0"
@@ -121,11 +121,9 @@ def test_a_new_env_checks_warm_starts_trains_and_sweeps(user_module, tmp_path):
             {
                 "env": ENV_ID,
                 "env_config": {"max_turns": 2},
-                "replay": "per",
                 "iterations": 1,
-                "eval_tasks": 2,
                 "warm_start_steps": 3,
-                "overrides": TINY_TRAINING,
+                "overrides": {**TINY_TRAINING, "replay_mode": "per", "evaluation_num_tasks": 2},
             }
         )
     )

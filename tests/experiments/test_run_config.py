@@ -1,6 +1,6 @@
-"""The one configuration path (experiments/run_config.py): ``--set`` in every entry point, ``--eps-high``,
-the names of the algorithm ladder and the scales, and the scale that ``--model smollm2`` selects. Configs
-only: nothing is loaded or started."""
+"""The one configuration path (experiments/common/run_config.py): ``--set`` in every entry point,
+``--eps-high``, the names of the algorithm ladder and the scales, and the scale that ``--model smollm2``
+selects. Configs only: nothing is loaded or started."""
 
 from __future__ import annotations
 
@@ -11,12 +11,12 @@ import pytest
 from algorithms.dapo import ALGORITHMS, SCALES, DAPOConfig, apply_algorithm, apply_scale
 from algorithms.dapo.scales import SMOLLM2_SCALE, TINY_REPLAY, TINY_SCALE
 from experiments import compare, sweep, train
-from experiments.run_config import (
+from experiments.common.run_config import (
     RunSettings,
     SettingsError,
     build_config,
     override_keys,
-    parse_overrides,
+    parse_set,
 )
 
 # An existing directory (as --model requires) that is never loaded.
@@ -96,14 +96,15 @@ def test_override_keys_cover_training_replay_and_evaluation():
     assert "num_sgd_iter" not in keys  # RLlib's deprecated keyword
 
 
-def test_parse_overrides_reads_yaml_1_2_floats():
-    assert parse_overrides(["lr=1e-5", "tis_cap=2", "system_prompt=Be brief."]) == {
+def test_parse_set_reads_yaml_1_2_floats():
+    assert parse_set(["lr=1e-5", "tis_cap=2", "system_prompt=Be brief.", "iterations=3"]) == {
         "lr": 1e-5,
         "tis_cap": 2,
         "system_prompt": "Be brief.",
+        "iterations": 3,
     }
     with pytest.raises(SettingsError, match="not YAML"):
-        parse_overrides(["adam_betas=[0.9"])
+        parse_set(["adam_betas=[0.9"])
 
 
 def test_the_ladder_and_the_scales_by_name():
@@ -153,23 +154,24 @@ def test_a_settings_file_may_set_the_scale(tmp_path):
     assert build_config(args.run).max_response_tokens == SMOLLM2_SCALE["max_response_tokens"]
 
 
-def test_a_shorter_response_limit_shrinks_the_overlong_buffer_unless_set():
+def test_the_overlong_buffer_follows_the_response_limit_unless_set():
     settings = RunSettings()
-    assert build_config(settings, {"max_response_tokens": 12}).overlong_cache_len == 4
-    assert (
-        build_config(settings, {"max_response_tokens": 12, "overlong_cache_len": 6}).overlong_cache_len == 6
-    )
-    assert (
-        build_config(settings, {"max_response_tokens": 480}).overlong_cache_len
-        == TINY_SCALE["overlong_cache_len"]
-    )
+    assert build_config(settings).resolved_overlong_cache_len() == 16  # a third of the tiny scale's 48
+    assert build_config(settings, {"max_response_tokens": 12}).resolved_overlong_cache_len() == 4
+    explicit = build_config(settings, {"max_response_tokens": 12, "overlong_cache_len": 6})
+    assert explicit.resolved_overlong_cache_len() == 6
+    assert build_config(settings, {"max_response_tokens": 480}).resolved_overlong_cache_len() == 160
+    assert DAPOConfig().resolved_overlong_cache_len() == 4096  # DAPO's L_cache of its 20480
+    assert build_config(RunSettings(scale="smollm2")).resolved_overlong_cache_len() == 16  # set by the scale
 
 
 def test_run_settings_are_checked():
-    with pytest.raises(SettingsError, match=r"eval_tasks must be >= 1, got 0"):
-        RunSettings(eval_tasks=0)
-    with pytest.raises(SettingsError, match=r"replay must be one of"):
-        RunSettings(replay="fresh")
+    with pytest.raises(SettingsError, match=r"iterations must be >= 1, got 0"):
+        RunSettings(iterations=0)
+    with pytest.raises(SettingsError, match=r"algorithm must be one of"):
+        RunSettings(algorithm="ppo")
+    with pytest.raises(SettingsError, match=r"'iterations' is a key of the run"):
+        RunSettings(overrides={"iterations": 3})
     with pytest.raises(SettingsError, match=r"env_config must be a mapping"):
         RunSettings(env_config="size=4")
     with pytest.raises(SettingsError, match="drop it or the model"):

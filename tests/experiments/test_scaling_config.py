@@ -11,7 +11,7 @@ import pytest
 from algorithms.dapo import DAPO
 from algorithms.dapo.learner import DAPOTorchLearner
 from experiments import sweep
-from experiments.run_config import build_config
+from experiments.common.run_config import build_config
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "scaling.md"
 

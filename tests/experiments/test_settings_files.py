@@ -10,8 +10,9 @@ import gymnasium as gym
 import pytest
 
 import envs
-from experiments import run_config, train
-from experiments.run_config import SETTINGS_DIR, SettingsError, build_config, load_settings
+from experiments import train
+from experiments.common import run_config
+from experiments.common.run_config import SETTINGS_DIR, SettingsError, build_config, load_settings
 
 SETTINGS_FILES = sorted(SETTINGS_DIR.glob("*.yaml"))
 # Configs only: an existing directory (as --model requires) that is never loaded.
@@ -54,8 +55,8 @@ def test_settings_file_makes_its_env_and_a_valid_config(path):
     assert observation
     config = build_config(args.run)
     assert (config.env, config.env_config) == (args.run.env, args.run.env_config)
-    assert config.replay_mode == args.run.replay
-    assert config.evaluation_num_tasks == args.run.eval_tasks
+    assert config.replay_mode == args.run.overrides.get("replay_mode", "freshper")  # the CPU scales'
+    assert config.evaluation_num_tasks == args.run.overrides.get("evaluation_num_tasks", 128)  # DAPOConfig's
 
 
 def test_defaults_are_the_frozen_lake_settings_file_and_flags_override_it():
@@ -68,7 +69,7 @@ def test_defaults_are_the_frozen_lake_settings_file_and_flags_override_it():
     )
     args = train.parse_args(["--env", "freshrl/Math-v0", "--iterations", "2", "--replay", "per"])
     assert args.settings_file.endswith("math.yaml") and args.run.env_config["max_turns"] == 1
-    assert (args.run.iterations, args.run.replay) == (2, "per")
+    assert (args.run.iterations, args.run.overrides["replay_mode"]) == (2, "per")
 
 
 def test_settings_file_overrides_reach_the_config_and_the_command_line_wins(tmp_path):
@@ -86,8 +87,11 @@ def test_settings_file_overrides_reach_the_config_and_the_command_line_wins(tmp_
 
 def test_bad_settings_files_are_named(tmp_path):
     path = tmp_path / "bad.yaml"
-    path.write_text("env: freshrl/FrozenLake-v0\neval_task: 1\n")
-    with pytest.raises(SystemExit, match=r"bad.yaml: unknown key 'eval_task' \(did you mean eval_tasks"):
+    path.write_text("env: freshrl/FrozenLake-v0\niteration: 1\n")
+    with pytest.raises(SystemExit, match=r"bad.yaml: unknown key 'iteration' \(did you mean iterations"):
+        train.parse_args(["--settings", str(path)])
+    path.write_text("env: freshrl/FrozenLake-v0\neval_tasks: 1\n")  # a RunSettings field before
+    with pytest.raises(SystemExit, match=r"'eval_tasks' is a DAPOConfig key now: write overrides: \{evaluat"):
         train.parse_args(["--settings", str(path)])
     path.write_text("env: freshrl/FrozenLake-v0\ntraining: {group_size: 4}\n")  # the old section's name
     with pytest.raises(SystemExit, match=r"unknown key 'training'.*allowed: \[.*'overrides'\]"):

@@ -85,16 +85,18 @@ def test_sweep_config_keeps_the_run_settings():
     args = sweep.parse_args(
         [*NO_MODEL_LOAD, "--group-size", "3", "--prompts", "5", "--max-response-tokens", "12", "--seed", "7"]
     )
-    args.run = dataclasses.replace(args.run, replay="per", eval_tasks=9, eval_every=2)
+    keys = {"replay_mode": "per", "evaluation_num_tasks": 9, "evaluation_interval": 2}
+    args.run = dataclasses.replace(args.run, overrides={**args.run.overrides, **keys})
     config, _, _ = sweep.search_space(args)
     assert config.algo_class is DAPO and config.callbacks_class is sweep.CarryEvaluation
     assert (config.group_size, config.prompts_per_iteration, config.max_response_tokens) == (3, 5, 12)
-    assert config.overlong_cache_len == 4  # a third of the response limit
+    assert config.resolved_overlong_cache_len() == 4  # a third of the response limit
     assert (config.replay_mode, config.seed, config.lr) == ("per", 7, 1e-4)
     assert (config.evaluation_num_tasks, config.evaluation_interval) == (9, 2)
     # Without --settings: 3 iterations, evaluated every iteration on 16 tasks.
-    run = sweep.parse_args(NO_MODEL_LOAD).run
-    assert (run.iterations, run.eval_every, run.eval_tasks) == (3, 1, 16)
+    args = sweep.parse_args(NO_MODEL_LOAD)
+    config = args.config
+    assert (args.run.iterations, config.evaluation_interval, config.evaluation_num_tasks) == (3, 1, 16)
 
 
 class FakeAlgorithm:

@@ -9,7 +9,8 @@ import math
 import pytest
 
 from experiments import train
-from experiments.run_config import RunSettings, SettingsError, build_config, starting_model
+from experiments.common.run_config import RunSettings, SettingsError, build_config, starting_model
+from experiments.common.training_metrics import trained_nothing
 from models.tiny import tiny_lm_path
 
 
@@ -64,7 +65,7 @@ NOTHING = {"rollout/groups_sampled": 12.0, "rollout/groups_kept": 0.0, "rollout/
 
 def test_an_iteration_that_trained_nothing_says_so_and_shows_only_metrics_that_exist():
     flat = {**NOTHING, "rollout/episode_return_mean": -0.3, "rollout/tokens_per_s": 120.0}
-    assert train.trained_nothing(flat)
+    assert trained_nothing(flat)
     fields = train.progress_postfix(flat, untrained=3)
     assert fields["note"] == "0 informative groups: nothing trained this iteration"
     assert fields["return"] == "-0.30" and fields["untrained_its"] == "3"
@@ -76,11 +77,11 @@ def test_an_iteration_that_trained_nothing_says_so_and_shows_only_metrics_that_e
         "rollout/success": 0.25,
         "rollout/invalid_output_rate": 0.5,
     }
-    assert not train.trained_nothing(trained)
+    assert not trained_nothing(trained)
     fields = train.progress_postfix(trained, untrained=0)
     assert "note" not in fields and fields["success"] == "0.25" and fields["invalid"] == "0.50"
     # Groups left over from the previous iteration are trained on too.
-    assert not train.trained_nothing({**NOTHING, "rollout/groups_from_surplus": 1.0})
+    assert not trained_nothing({**NOTHING, "rollout/groups_from_surplus": 1.0})
 
 
 def test_warm_start_options(monkeypatch):
@@ -96,10 +97,10 @@ def test_warm_start_options(monkeypatch):
     assert (args.run.model, args.run.warm_start_steps) == ("smollm2", 60)
     chosen = []
     monkeypatch.setattr(
-        "models.warm_start.warm_started_path",
+        "algorithms.warm_start.warm_started_path",
         lambda env, steps, base=None: chosen.append((env, base, steps)) or f"/warm-{base}-{steps}",
     )
-    monkeypatch.setattr("models.warm_start.tiny_base_path", lambda env: f"/base-{env}")
+    monkeypatch.setattr("algorithms.warm_start.tiny_base_path", lambda env: f"/base-{env}")
     assert starting_model(RunSettings(env="e", warm_start_steps=7)) == "/warm-None-7"
     assert starting_model(RunSettings(env="e", warm_start=False)) == "/base-e"
     assert starting_model(RunSettings(env="e", model="smollm2")) == "smollm2"  # as it is
@@ -109,12 +110,12 @@ def test_warm_start_options(monkeypatch):
 
 
 def test_an_env_without_oracle_stops_train_with_the_contract(monkeypatch):
-    from models.warm_start import MissingOracleError
+    from algorithms.warm_start import MissingOracleError
 
     def missing(env, steps):
         raise MissingOracleError("x: needs oracle_responses()")
 
-    monkeypatch.setattr("models.warm_start.warm_started_path", missing)
+    monkeypatch.setattr("algorithms.warm_start.warm_started_path", missing)
     with pytest.raises(SettingsError, match="oracle_responses"):
         starting_model(RunSettings(env="x"))
 
@@ -127,7 +128,7 @@ def test_module_colon_id_envs_need_no_shipped_settings_file(tmp_path):
 
 
 def test_written_json_is_strict(tmp_path):
-    from experiments.results_json import write_json
+    from experiments.common.results_json import write_json
 
     path = tmp_path / "s.json"
     write_json(path, {"peak": math.nan, "rows": [{"x": math.inf}, (1.0, -math.inf)], "ok": 0.5})

@@ -6,8 +6,8 @@ from __future__ import annotations
 import torch
 
 from algorithms.dapo.evaluation import METRIC_KEYS
+from algorithms.warm_start import load_model, tiny_base_path
 from experiments.warm_start import evaluation_algo, line, measure
-from models.warm_start import load_model, tiny_base_path
 
 ENV = "freshrl/FrozenLake-v0"
 

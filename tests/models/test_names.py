@@ -61,7 +61,7 @@ def test_the_engine_resolves_names_through_the_same_function(fake_smollm2):
 
 def test_train_takes_the_name_from_the_command_line_and_a_settings_file(tmp_path: Path):
     from experiments import train
-    from experiments.run_config import build_config
+    from experiments.common.run_config import build_config
 
     args = train.parse_args(["--model", "smollm2"])
     assert build_config(args.run).model_path == "smollm2"  # resolved where the policy is built

@@ -14,8 +14,8 @@ separately. Models:
 
 Timing is noisy on a shared machine; re-run before relying on a digit.
 
-    python -m experiments.benchmarks.rollout_throughput                  # both models, 32 x 128, dtype auto
-    python -m experiments.benchmarks.rollout_throughput --models tiny --prompts 8 --new-tokens 32
+    python -m benchmarks.rollout_throughput                  # both models, 32 x 128, dtype auto
+    python -m benchmarks.rollout_throughput --models tiny --prompts 8 --new-tokens 32
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ import torch
 from transformers import AutoModelForCausalLM
 from transformers.utils import logging as hf_logging
 
-from experiments.benchmarks.requirements import parse_and_check
+from benchmarks.requirements import parse_and_check
 from models.chat import ChatRenderer
 from models.dtype import DTYPES, resolve_dtype
 from models.engine import Prompt, RolloutEngine, SamplingConfig
@@ -106,7 +106,7 @@ def best_rates(runs: dict[str, Callable[[], int]], repeats: int) -> dict[str, fl
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
-        prog="python -m experiments.benchmarks.rollout_throughput", description=__doc__.splitlines()[0]
+        prog="python -m benchmarks.rollout_throughput", description=__doc__.splitlines()[0]
     )
     parser.add_argument("--models", default="tiny,qwen05b", help="comma-separated: " + ", ".join(MODELS))
     parser.add_argument("--prompts", type=int, default=32)

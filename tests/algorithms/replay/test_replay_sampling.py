@@ -6,14 +6,15 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from algorithms.replay import PrioritizedReplayBuffer, make_replay_buffer
+from algorithms.replay import PrioritizedReplayBuffer, make_reference_buffer
 
 MODES = ("per", "freshper", "freshper_poly")
 
 
 def _filled_buffer(mode: str, alpha: float = 0.6, capacity: int = 40, seed: int = 1):
     """A buffer that has wrapped around (items 0..59 added over 6 steps, 40 kept) plus its ground truth."""
-    buf = make_replay_buffer(mode, capacity=capacity, alpha=alpha, beta_0=0.4, tau=3.0, poly_k=2.0, seed=seed)
+    settings = {"capacity": capacity, "alpha": alpha, "beta_0": 0.4, "tau": 3.0, "poly_k": 2.0, "seed": seed}
+    buf = make_reference_buffer(mode, **settings)
     rng = np.random.default_rng(123)
     signals = rng.normal(0.0, 2.0, size=60)
     steps = np.repeat(np.arange(6) * 2.0, 10)
@@ -81,7 +82,7 @@ def test_distribution_follows_the_current_step(mode, reference):
 
 def test_polynomial_keys_refresh_lazily_and_exactly(reference):
     ref_probs, _ = reference
-    buf = make_replay_buffer("freshper_poly", capacity=16, tau=2.0, poly_k=1.5, seed=0)
+    buf = make_reference_buffer("freshper_poly", capacity=16, tau=2.0, poly_k=1.5, seed=0)
     base, steps = [], []
     rng = np.random.default_rng(5)
     for t in range(8):
@@ -106,7 +107,7 @@ def test_polynomial_keys_refresh_lazily_and_exactly(reference):
 def test_underflowed_leaves_are_renormalised_when_nothing_else_is_left(reference):
     """A dominant item sets the sum-tree scale; once it is evicted the tiny keys left are rescaled."""
     ref_probs, _ = reference
-    buf = PrioritizedReplayBuffer(2, make_replay_buffer("freshper", tau=1.0).decay, alpha=1.0, seed=0)
+    buf = PrioritizedReplayBuffer(2, make_reference_buffer("freshper", tau=1.0).decay, alpha=1.0, seed=0)
     buf.add(["big"], [1e200], t=800.0)
     buf.add(["old"], [1.0], t=800.0, collection_steps=[0.0])  # key exp(-800 - 460) relative: leaf 0
     buf.add(["older"], [2.0], t=800.0, collection_steps=[1.0])  # evicts "big"
@@ -129,7 +130,7 @@ def test_keys_far_below_a_departed_dominant_item_are_sampled_exactly(how):
     it, where float64 keys are subnormal or 0. Once the dominant item is gone, sampling must follow the
     analytic P(i) (in ratio form: relative keys e^1, e^-1, e^0), not the underflowed leaves."""
     t = 800.0
-    decay = make_replay_buffer("freshper", tau=1.0).decay
+    decay = make_reference_buffer("freshper", tau=1.0).decay
     buf = PrioritizedReplayBuffer(3, decay, alpha=1.0, eps=0.0, seed=0)
     big = buf.add(["big"], [1e200], t=t)  # out of range at reference step 0: rebases, scale = this key
     # log keys relative to "big": log(1e-200) - 283 = -743.5 (subnormal), -745.5 (0), -744.5 (subnormal)

@@ -1,6 +1,6 @@
 """One DAPO iteration on one CUDA GPU at Qwen2.5-0.5B's shape, bf16, engine/learner mismatch correction on.
 
-The GPU path's check (docs/scaling.md; experiments/benchmarks/gpu_check.sh runs it after the CUDA tests):
+The GPU path's check (docs/scaling.md; benchmarks/gpu_check.sh runs it after the CUDA tests):
 ``freshrl/Math-v0`` (the built-in generator), P prompts x G samples x at most N new tokens (default 8 x 8 x
 64, dapo_step's workload) with ``models.tiny.qwen25_05b_like_path()`` (Qwen2.5-0.5B's shape, random weights);
 engine (in-process vLLM) and learner (RLlib's local learner, ``num_gpus_per_learner=1``) on the same GPU,
@@ -12,8 +12,8 @@ printed per iteration: the phase times (rollout / learn / weight sync), generate
 second of the rollout, the mismatch figures (KL, ratio range, share of truncated tokens), the loss, and the
 peak GPU memory of this process (engine and learner together).
 
-    python -m experiments.benchmarks.gpu_iteration                     # on a CUDA machine
-    python -m experiments.benchmarks.gpu_iteration --quick --device cpu   # the tiny LM on CPU (a smoke run)
+    python -m benchmarks.gpu_iteration                     # on a CUDA machine
+    python -m benchmarks.gpu_iteration --quick --device cpu   # the tiny LM on CPU (a smoke run)
 """
 
 from __future__ import annotations
@@ -24,8 +24,9 @@ import time
 
 import envs  # noqa: F401  (registers freshrl/Math-v0)
 from algorithms.dapo import DAPOConfig
-from experiments.benchmarks.requirements import parse_and_check
-from experiments.train import flatten
+from benchmarks.requirements import parse_and_check
+from experiments.common.run_config import RunSettings, build_config
+from experiments.common.training_metrics import flatten
 from models.tiny import qwen25_05b_like_path, tiny_lm_path
 
 # The engine's vLLM build (`make setup VLLM=gpu` on a CUDA machine).
@@ -37,37 +38,34 @@ FIGURES = ("timing/", "generated_tokens", "response_length_mean", "mismatch", "t
 
 
 def gpu_config(args: argparse.Namespace) -> DAPOConfig:
+    """The ``paper`` preset through the one builder (experiments.common.run_config) with this check's
+    workload: bf16 learner and engine with the mismatch correction on, every group trained, on-policy."""
     model = tiny_lm_path() if args.quick else qwen25_05b_like_path()
     batch = args.prompts * args.group_size
-    return (
-        DAPOConfig()
-        .environment(ENV_ID)
-        .training(
-            model_path=str(model),
-            model_dtype="bfloat16",
-            engine_dtype="bfloat16",
-            mismatch_correction=True,
-            engine_kv_cache_gib=args.kv_cache_gib or (4.0 if args.device == "cuda" else 0.5),
-            max_context_tokens=MAX_CONTEXT_TOKENS,
-            group_size=args.group_size,
-            prompts_per_iteration=args.prompts,
-            max_response_tokens=args.new_tokens,
-            temperature=1.0,
-            top_p=1.0,
-            dynamic_sampling=False,
-            overlong_filtering=False,
-            overlong_punishment=False,
-            lr=1e-6,
-            warmup_steps=0,
-            minibatch_size=batch,
-            num_epochs=1,
-            micro_batch_size=min(batch, 8),
-        )
-        .replay(mode="on_policy")
-        .env_runners(num_env_runners=0)
-        .learners(num_learners=0, num_gpus_per_learner=1 if args.device == "cuda" else 0)
-        .debugging(seed=0)
-    )
+    workload = {
+        "model_dtype": "bfloat16",
+        "engine_dtype": "bfloat16",
+        "mismatch_correction": True,
+        "engine_kv_cache_gib": args.kv_cache_gib or (4.0 if args.device == "cuda" else 0.5),
+        "max_context_tokens": MAX_CONTEXT_TOKENS,
+        "group_size": args.group_size,
+        "prompts_per_iteration": args.prompts,
+        "max_response_tokens": args.new_tokens,
+        "temperature": 1.0,
+        "top_p": 1.0,
+        "dynamic_sampling": False,
+        "overlong_filtering": False,
+        "overlong_punishment": False,
+        "lr": 1e-6,
+        "warmup_steps": 0,
+        "minibatch_size": batch,
+        "num_epochs": 1,
+        "micro_batch_size": min(batch, 8),
+        "replay_mode": "on_policy",
+        "seed": 0,
+    }
+    settings = RunSettings(env=ENV_ID, scale="paper", model=str(model), gpu=args.device == "cuda")
+    return build_config(settings, workload)
 
 
 def figures(result: dict) -> dict[str, float]:
@@ -76,7 +74,7 @@ def figures(result: dict) -> dict[str, float]:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
-        prog="python -m experiments.benchmarks.gpu_iteration", description=__doc__.splitlines()[0]
+        prog="python -m benchmarks.gpu_iteration", description=__doc__.splitlines()[0]
     )
     parser.add_argument("--device", default="cuda", choices=["cuda", "cpu"], help="where the learner runs")
     parser.add_argument("--quick", action="store_true", help="the tiny LM instead of the 0.5B shape")

@@ -10,8 +10,8 @@ ratio is ours / baseline, both measured in this run. gym-sokoban is in the bench
 Steps: ``env.step`` per second with random strict answers (1..max_actions_per_turn random moves), resets
 included, for each grid env.
 
-    python -m experiments.benchmarks.env_throughput              # 3 s per measurement
-    python -m experiments.benchmarks.env_throughput --seconds 1
+    python -m benchmarks.env_throughput              # 3 s per measurement
+    python -m benchmarks.env_throughput --seconds 1
 """
 
 from __future__ import annotations
@@ -26,10 +26,10 @@ import gymnasium as gym
 import numpy as np
 
 import envs  # noqa: F401  (registers the envs)
+from benchmarks.requirements import parse_and_check
 from envs.gridworld import DIRECTIONS, format_moves
 from envs.sokoban import DIFFICULTIES
 from envs.sokoban_levels import generate_level
-from experiments.benchmarks.requirements import parse_and_check
 
 # ------------------------------------------------------------------------------------ gym-sokoban baseline
 # The bench extra (`make bench`): gym-sokoban 0.0.6 itself, which imports the old `gym` and `pkg_resources`.
@@ -119,7 +119,7 @@ ENV_IDS = [
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
-        prog="python -m experiments.benchmarks.env_throughput", description=__doc__.splitlines()[0]
+        prog="python -m benchmarks.env_throughput", description=__doc__.splitlines()[0]
     )
     parser.add_argument("--seconds", type=float, default=3.0, help="wall time per measurement")
     args = parse_and_check(parser, argv, REQUIRES)

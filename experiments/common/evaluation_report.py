@@ -1,4 +1,4 @@
-"""The suite benchmark's outputs (``python -m experiments.benchmark``): report.md, report.json and report.png.
+"""The suite benchmark's outputs (``python -m experiments.evaluate``): report.md, report.json and report.png.
 
 A report is a plain dict (what report.json holds):
 
@@ -18,7 +18,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from experiments.results_json import write_json
+from experiments.common.results_json import write_json
 
 # The per-env table: (metric key of algo.evaluate_policy(), row label, format). pass@k rows come after.
 ROWS = (

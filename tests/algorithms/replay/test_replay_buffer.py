@@ -11,13 +11,13 @@ from algorithms.replay import (
     PolynomialDecay,
     PrioritizedReplayBuffer,
     effective_sample_size,
-    make_replay_buffer,
+    make_reference_buffer,
     replay_fraction,
 )
 
 
 def test_fifo_eviction_keeps_the_newest_items():
-    buf = make_replay_buffer("freshper", capacity=5, seed=0)
+    buf = make_reference_buffer("freshper", capacity=5, seed=0)
     for k in range(12):
         ids = buf.add([f"item{k}"], [1.0], t=float(k))
         assert ids.tolist() == [k]
@@ -30,18 +30,18 @@ def test_fifo_eviction_keeps_the_newest_items():
 
 def test_items_are_stored_as_given_objects():
     items = [[1, 2], (3, 4), np.zeros(2), {"tokens": [5]}]
-    buf = make_replay_buffer("per", capacity=8, seed=0)
+    buf = make_reference_buffer("per", capacity=8, seed=0)
     buf.add(items, np.ones(4), t=0.0)
     batch = buf.sample(200, t=0.0)
     for item, i in zip(batch.items, batch.indices.tolist(), strict=True):
         assert item is items[i]
-    restored = make_replay_buffer("per", capacity=8, seed=0)
+    restored = make_reference_buffer("per", capacity=8, seed=0)
     restored.load_state_dict(buf.state_dict())
     assert all(a is b for a, b in zip(restored.state_dict()["items"], items, strict=True))
 
 
 def test_add_more_than_capacity_in_one_call_keeps_the_last():
-    buf = make_replay_buffer("per", capacity=4, seed=0)
+    buf = make_reference_buffer("per", capacity=4, seed=0)
     ids = buf.add(list("abcdefg"), np.ones(7), t=0.0)
     assert ids.tolist() == list(range(7))
     assert set(buf.sample(1000, t=0.0).items) == set("defg")
@@ -49,7 +49,7 @@ def test_add_more_than_capacity_in_one_call_keeps_the_last():
 
 
 def test_update_of_overwritten_slot_is_ignored():
-    buf = make_replay_buffer("per", capacity=4, alpha=1.0, seed=0)
+    buf = make_reference_buffer("per", capacity=4, alpha=1.0, seed=0)
     buf.add(list("abcd"), [1.0, 1.0, 1.0, 1.0], t=0.0)
     batch = buf.sample(8, t=0.0)
     old = batch.indices.copy()
@@ -67,7 +67,7 @@ def test_update_of_overwritten_slot_is_ignored():
 
 def test_update_priorities_last_signal_wins_and_age_is_kept(reference):
     ref_probs, _ = reference
-    buf = make_replay_buffer("freshper", capacity=3, alpha=1.0, tau=2.0, seed=0)
+    buf = make_reference_buffer("freshper", capacity=3, alpha=1.0, tau=2.0, seed=0)
     buf.add(list("abc"), [1.0, 1.0, 1.0], t=0.0)
     buf.add(list("d"), [1.0], t=2.0)  # evicts "a" (id 0)
     assert buf.update_priorities(np.array([1, 2, 1, 0]), np.array([5.0, -3.0, 7.0, 9.0])) == 3
@@ -77,7 +77,7 @@ def test_update_priorities_last_signal_wins_and_age_is_kept(reference):
 
 
 def test_insert_at_max_priority_uses_running_max():
-    buf = make_replay_buffer("per", capacity=8, alpha=1.0, seed=0, insert_at_max_priority=True)
+    buf = make_reference_buffer("per", capacity=8, alpha=1.0, seed=0, insert_at_max_priority=True)
     buf.add(list("ab"), None, t=0.0)  # running max starts at 1.0
     batch = buf.sample(4, t=0.0)
     buf.update_priorities(batch.indices[:1], [5.0])
@@ -86,11 +86,11 @@ def test_insert_at_max_priority_uses_running_max():
     by_id = dict(zip(ids.tolist(), probs.tolist(), strict=True))
     assert by_id[2] == pytest.approx(by_id[int(batch.indices[0])])
     with pytest.raises(ValueError, match="signals"):
-        make_replay_buffer("per", capacity=2).add(["x"], None, t=0.0)
+        make_reference_buffer("per", capacity=2).add(["x"], None, t=0.0)
 
 
 def test_beta_anneals_linearly_then_stays_at_one():
-    buf = make_replay_buffer("freshper", capacity=8, beta_0=0.4, beta_horizon=100, seed=0)
+    buf = make_reference_buffer("freshper", capacity=8, beta_0=0.4, beta_horizon=100, seed=0)
     assert buf.beta(0.0) == pytest.approx(0.4)
     assert buf.beta(50.0) == pytest.approx(0.7)
     assert buf.beta(100.0) == pytest.approx(1.0)
@@ -102,11 +102,11 @@ def test_beta_anneals_linearly_then_stays_at_one():
         _, probs = buf.probabilities(t)
         expected = (probs.min() / batch.probabilities) ** batch.beta
         np.testing.assert_allclose(batch.is_weights, expected, rtol=1e-10)
-    assert make_replay_buffer("per", capacity=2, beta_0=0.4).beta(1e9) == 0.4
+    assert make_reference_buffer("per", capacity=2, beta_0=0.4).beta(1e9) == 0.4
 
 
 def test_metrics_report_size_ages_and_ess():
-    buf = make_replay_buffer("freshper", capacity=4, seed=0)
+    buf = make_reference_buffer("freshper", capacity=4, seed=0)
     assert buf.metrics() == {
         "replay/size": 0.0,
         "replay/mean_age": 0.0,
@@ -138,16 +138,16 @@ def test_metrics_report_size_ages_and_ess():
 
 
 def test_factory_modes():
-    assert make_replay_buffer("on_policy") is None
-    assert isinstance(make_replay_buffer("per").decay, NoDecay)
-    assert make_replay_buffer("freshper", tau=7.0).decay == ExponentialDecay(7.0)
-    assert make_replay_buffer("freshper_poly", tau=7.0, poly_k=3.0).decay == PolynomialDecay(7.0, 3.0)
+    assert make_reference_buffer("on_policy") is None
+    assert isinstance(make_reference_buffer("per").decay, NoDecay)
+    assert make_reference_buffer("freshper", tau=7.0).decay == ExponentialDecay(7.0)
+    assert make_reference_buffer("freshper_poly", tau=7.0, poly_k=3.0).decay == PolynomialDecay(7.0, 3.0)
     with pytest.raises(ValueError, match="unknown replay mode"):
-        make_replay_buffer("fresh")
+        make_reference_buffer("fresh")
 
 
 def test_edge_cases_raise_clear_errors():
-    buf = make_replay_buffer("freshper", capacity=4, seed=0)
+    buf = make_reference_buffer("freshper", capacity=4, seed=0)
     with pytest.raises(ValueError, match="empty replay buffer"):
         buf.sample(4, t=0.0)
     buf.add(list("abc"), [1.0, 2.0, 3.0], t=5.0)

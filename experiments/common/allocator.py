@@ -7,9 +7,10 @@ after it is freed, tcmalloc returns it. On ``dapo_step`` (0.5B shape) tcmalloc t
 vLLM's CPU guide asks for the same ``LD_PRELOAD``, and torch's ``torch.backends.xeon.run_cpu`` launcher does
 the same.
 
-A preload must be in place when the process starts, so ``python -m experiments.<command>`` re-executes itself
-once, with the library prepended to ``LD_PRELOAD``, before anything heavy is imported
-(``experiments/__init__.py`` calls :func:`preload_for_entry_point`). The child processes it starts (Ray
+A preload must be in place when the process starts, so ``python -m experiments.<command>`` and ``python -m
+benchmarks.<name>`` re-execute themselves once, with the library prepended to ``LD_PRELOAD``, before anything
+heavy is imported (``experiments/__init__.py`` and ``benchmarks/__init__.py`` call
+:func:`preload_for_entry_point`). The child processes it starts (Ray
 workers, the benchmarks' spawned sides) inherit the variable. ``FRESHRL_MALLOC`` chooses:
 
 - unset or ``auto``: tcmalloc where one of :data:`TCMALLOC_CANDIDATES` exists, glibc otherwise;
@@ -85,9 +86,10 @@ def preload_with(library: str, environ: Mapping[str, str]) -> dict[str, str] | N
 
 
 def preload_for_entry_point() -> None:
-    """Re-executes ``python -m experiments.<command> ...`` with the chosen allocator preloaded (see the module
-    docstring). Only while ``-m`` is locating the module (``sys.argv[0] == "-m"``, CPython's documented
-    behaviour): importing ``experiments`` from tests or other programs never re-executes anything."""
+    """Re-executes ``python -m experiments.<command> ...`` (or ``benchmarks.<name>``) with the chosen
+    allocator preloaded (see the module docstring). Only while ``-m`` is locating the module (``sys.argv[0] ==
+    "-m"``, CPython's documented behaviour): importing ``experiments`` from tests or other programs never
+    re-executes anything."""
     if sys.argv[:1] != ["-m"] or not hasattr(sys, "orig_argv"):
         return
     library = chosen_library(os.environ)

@@ -1,12 +1,12 @@
 """Where a DAPO iteration's time goes, for the tiny model and SmolLM2 at their scales.
 
-``iteration`` mode builds DAPO as the shipped scales do (``apply_scale(..., "tiny")``, plus
-``SMOLLM2_SCALE`` for ``--model smollm2``) with dynamic sampling off (so every group trains: the zero-shot
-SmolLM2 fails most tasks and a filtered iteration would train nothing), an in-process EnvRunner and learner,
-and runs one untimed warm-up iteration then ``--iterations`` timed ones. Printed per iteration: DAPO's own
-timers (rollout / learn / weight sync), the machine's load, and at the end the process's peak RSS (engine,
-KV cache, learner and AdamW state all live in this one process). ``--save-batch`` pickles the last fresh
-batch.
+``iteration`` mode builds DAPO at the shipped scale (tiny, or smollm2 for ``--model smollm2``) through
+``experiments.common.run_config.build_config``, on-policy, with dynamic sampling off (so every group trains:
+the zero-shot SmolLM2 fails most tasks and a filtered iteration would train nothing), an in-process EnvRunner
+and learner, and runs one untimed warm-up iteration then ``--iterations`` timed ones. Printed per iteration:
+DAPO's own timers (rollout / learn / weight sync), the machine's load, and at the end the process's peak RSS
+(engine, KV cache, learner and AdamW state all live in this one process). ``--save-batch`` pickles the last
+fresh batch.
 
 ``learn`` mode times the learner alone on a saved batch (no engine): ``update_from_trajectories`` under the
 given dtype / shared-prefix / micro-batch settings, ``--repeats`` times after one warm-up, and (``--drift``)
@@ -14,8 +14,8 @@ the learner's bf16-autocast logprobs against its fp32 ones on the response token
 that the mismatch correction adds (``_learner_logprobs``). Each repeat starts from the same weights and
 optimizer state, so repeats time the same work.
 
-    python -m experiments.benchmarks.learner_step --model smollm2 --save-batch /tmp/smol_math.pkl
-    python -m experiments.benchmarks.learner_step --model smollm2 --learn /tmp/smol_math.pkl \
+    python -m benchmarks.learner_step --model smollm2 --save-batch /tmp/smol_math.pkl
+    python -m benchmarks.learner_step --model smollm2 --learn /tmp/smol_math.pkl \
         --model-dtype bfloat16 --drift
 
 Wall-clock numbers on a shared 2-core machine move with its load (printed): compare runs made back to back.
@@ -36,11 +36,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from algorithms.dapo import DAPOConfig, apply_algorithm, apply_scale
+from algorithms.dapo import DAPOConfig
 from algorithms.dapo.collate import collate
-from algorithms.dapo.scales import SMOLLM2_SCALE
 from algorithms.trajectory import Trajectory
-from experiments.benchmarks.requirements import parse_and_check
+from benchmarks.requirements import parse_and_check
+from experiments.common.run_config import RunSettings, build_config
 from models.dtype import DTYPES
 
 REQUIRES = ("vllm",)
@@ -55,17 +55,15 @@ def peak_rss_gib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB on Linux
 
 
-def build_config(args: argparse.Namespace) -> DAPOConfig:
-    config = apply_scale(apply_algorithm(DAPOConfig().environment(args.env)), "tiny")
-    if args.scale == "smollm2":
-        config = config.training(**SMOLLM2_SCALE)
+def learner_config(args: argparse.Namespace) -> DAPOConfig:
+    """The config of the shipped scale through the one builder (experiments.common.run_config), on-policy
+    and without dynamic sampling, with the command line's dtypes and learner settings on top."""
+    model = args.model
     if args.model == "tiny":
-        from models.warm_start import tiny_base_path
+        from algorithms.warm_start import tiny_base_path
 
-        config = config.training(model_path=str(tiny_base_path(args.env)))
-    else:
-        config = config.training(model_path=args.model)
-    overrides: dict[str, Any] = {"dynamic_sampling": False}
+        model = str(tiny_base_path(args.env))
+    overrides: dict[str, Any] = {"dynamic_sampling": False, "replay_mode": "on_policy"}
     if args.model_dtype:
         overrides["model_dtype"] = args.model_dtype
     if args.engine_dtype:
@@ -76,7 +74,7 @@ def build_config(args: argparse.Namespace) -> DAPOConfig:
         overrides["micro_batch_size"] = args.micro_batch_size
     if args.mismatch_correction is not None:
         overrides["mismatch_correction"] = {"on": True, "off": False}[args.mismatch_correction]
-    config = config.training(**overrides).env_runners(num_env_runners=0).learners(num_learners=0)
+    config = build_config(RunSettings(env=args.env, scale=args.scale, model=model), overrides)
     dtypes = config.resolved_dtypes()
     print(f"learner dtype {dtypes['model_dtype_reason']}; engine dtype {dtypes['engine_dtype_reason']}")
     return config
@@ -93,11 +91,11 @@ def describe(trajectories: list[Trajectory]) -> str:
 
 
 def run_iterations(args: argparse.Namespace) -> None:
-    from experiments.ray_session import start_ray
+    from experiments.common.ray_session import start_ray
 
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
     start_ray()
-    algo = build_config(args).build_algo()
+    algo = learner_config(args).build_algo()
     learn, timer = algo._learn, algo._timer
     captured: list[list[Trajectory]] = []
     cpu: dict[str, float] = {}
@@ -165,7 +163,7 @@ def run_learn(args: argparse.Namespace) -> None:
     with open(args.learn, "rb") as handle:
         batch: list[Trajectory] = pickle.load(handle)
     print(f"batch: {describe(batch)}", flush=True)
-    config = build_config(args)
+    config = learner_config(args)
     text = AnyText()
     learner = config.build_learner(spaces={"default_policy": (text, text)})
     learner.build()
@@ -249,7 +247,7 @@ def measure_drift(module, batch: list[Trajectory], micro: int) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
-        prog="python -m experiments.benchmarks.learner_step", description=__doc__.split("\n\n")[0]
+        prog="python -m benchmarks.learner_step", description=__doc__.split("\n\n")[0]
     )
     parser.add_argument("--model", default="smollm2", help="smollm2, tiny (the untrained tiny LM) or a dir")
     parser.add_argument("--scale", choices=("tiny", "smollm2"), help="default: smollm2 for --model smollm2")

@@ -1,4 +1,4 @@
-"""``python -m experiments.benchmark``: the report on synthetic metrics, the command line, and the real path
+"""``python -m experiments.evaluate``: the report on synthetic metrics, the command line, and the real path
 on a tiny workload (2 envs, 2 tasks, 2 samples; one training iteration; a train run's checkpoint)."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from experiments import benchmark, train
-from experiments.benchmark_report import env_table, markdown, pass_keys, write_report
-from experiments.results_json import dumps
+from experiments import evaluate, train
+from experiments.common.evaluation_report import env_table, markdown, pass_keys, write_report
+from experiments.common.results_json import dumps
 from models.tiny import tiny_lm_path, tiny_vlm_path
 
 TINY_WORKLOAD = {
@@ -59,7 +59,7 @@ def synthetic_report(curves: bool) -> dict:
         }
 
     return {
-        "command": "python -m experiments.benchmark --tasks 8 --samples 4",
+        "command": "python -m experiments.evaluate --tasks 8 --samples 4",
         "date": "2026-12-01 10:00 UTC",
         "commit": "abc1234",
         "split": "validation",
@@ -129,10 +129,10 @@ def test_markdown_says_no_training_or_how_much():
 
 # ------------------------------------------------------------------------------------------- command line
 def test_envs_are_suite_names_in_any_case_or_ids_and_default_to_the_suite():
-    assert benchmark.parse_args([]).env_ids == list(benchmark.SUITE.values())
-    args = benchmark.parse_args(["--envs", "frozenlake, MATH,freshrl/SokobanHard-v0,Math"])
+    assert evaluate.parse_args([]).env_ids == list(evaluate.SUITE.values())
+    args = evaluate.parse_args(["--envs", "frozenlake, MATH,freshrl/SokobanHard-v0,Math"])
     assert args.env_ids == ["freshrl/FrozenLake-v0", "freshrl/Math-v0", "freshrl/SokobanHard-v0"]
-    assert benchmark.report_name("freshrl/SokobanHard-v0") == "SokobanHard-v0"
+    assert evaluate.report_name("freshrl/SokobanHard-v0") == "SokobanHard-v0"
 
 
 @pytest.mark.parametrize(
@@ -148,31 +148,32 @@ def test_envs_are_suite_names_in_any_case_or_ids_and_default_to_the_suite():
 )
 def test_bad_arguments_are_refused_with_the_reason(argv, message, capsys):
     with pytest.raises(SystemExit) as stopped:
-        benchmark.parse_args(argv)
+        evaluate.parse_args(argv)
     assert stopped.value.code == 2
     assert message in capsys.readouterr().err
 
 
 def test_a_vision_env_gets_the_vision_model_and_text_envs_the_model():
-    args = benchmark.parse_args(
+    args = evaluate.parse_args(
         ["--model", str(tiny_lm_path()), "--vision-model", str(tiny_vlm_path()),
          "--tasks", "3", "--samples", "2", "--set", "lr=1e-5"]
     )  # fmt: skip
-    text = benchmark.env_settings(args, "freshrl/Math-v0")
-    vision = benchmark.env_settings(args, "freshrl/FrozenLakeVision-v0")
+    text = evaluate.env_settings(args, "freshrl/Math-v0")
+    vision = evaluate.env_settings(args, "freshrl/FrozenLakeVision-v0")
     assert text.model == str(tiny_lm_path()) and vision.model == str(tiny_vlm_path())
-    assert (text.eval_tasks, text.eval_samples, text.eval_every) == (3, 2, None)
+    evaluation = ("evaluation_num_tasks", "evaluation_samples_per_task", "evaluation_interval")
+    assert [text.overrides[key] for key in evaluation] == [3, 2, None]
     assert text.overrides["lr"] == 1e-5 and vision.env == "freshrl/FrozenLakeVision-v0"
-    defaults = benchmark.env_settings(benchmark.parse_args([]), "freshrl/FrozenLakeVision-v0")
+    defaults = evaluate.env_settings(evaluate.parse_args([]), "freshrl/FrozenLakeVision-v0")
     assert defaults.model is None  # the tiny VLM's warm start (run_config.starting_model)
 
 
 # ------------------------------------------------------------------------------------------- the real path
-def test_the_benchmark_writes_its_report_on_a_tiny_workload(tmp_path, ray_session):
+def test_the_evaluation_writes_its_report_on_a_tiny_workload(tmp_path, ray_session):
     out = tmp_path / "bench"
     argv = ["--envs", "FrozenLake,Math", "--tasks", "2", "--samples", "2", "--model", str(tiny_lm_path()),
             "--train", "1", "--eval-every", "1", *SETS, "--output", str(out)]  # fmt: skip
-    report = benchmark.main(argv)
+    report = evaluate.main(argv)
     saved = json.loads((out / "report.json").read_text())
     assert saved == json.loads(dumps(report))  # strict JSON: a metric never measured is null
     assert list(saved["envs"]) == ["FrozenLake", "Math"]
@@ -196,13 +197,13 @@ def test_the_benchmark_writes_its_report_on_a_tiny_workload(tmp_path, ray_sessio
     assert (out / "report.png").read_bytes().startswith(b"\x89PNG")
 
 
-def test_the_benchmark_evaluates_a_train_runs_checkpoint_on_its_env(tmp_path, ray_session):
+def test_the_evaluation_evaluates_a_train_runs_checkpoint_on_its_env(tmp_path, ray_session):
     run = tmp_path / "run"
     train.main(["--iterations", "1", "--eval-tasks", "3", "--model", str(tiny_lm_path()), *SETS,
                 "--output", str(run)])  # fmt: skip
     with pytest.raises(SystemExit):
-        benchmark.parse_args(["--checkpoint", str(run), "--envs", "Math"])
-    report = benchmark.main(
+        evaluate.parse_args(["--checkpoint", str(run), "--envs", "Math"])
+    report = evaluate.main(
         ["--checkpoint", str(run), "--tasks", "2", "--samples", "1", "--output", str(tmp_path)]
     )
     assert list(report["envs"]) == ["FrozenLake"]

@@ -1,27 +1,28 @@
-"""Benchmark a policy on the agentic env suite: ``python -m experiments.benchmark``.
+"""Benchmark a policy on the agentic env suite: ``python -m experiments.evaluate``.
 
 Evaluates a model on every env of the suite (FrozenLake, FrozenLakeVision, Sokoban, Math, NQSearch) or on
 those ``--envs`` names: ``--tasks`` tasks of the ``--split`` (validation or test; the first N of the split,
 ``envs/seeds.py``), ``--samples`` episodes each, through the algorithm's own evaluation
-(``DAPO.evaluate_policy``) with each env's settings file built by ``experiments.run_config.build_config`` (so
-the prompts, turn budgets and sampling are those training uses). Writes, into ``--output``:
+(``DAPO.evaluate_policy``) with each env's settings file built by
+``experiments.common.run_config.build_config`` (so the prompts, turn budgets and sampling are those
+training uses). Writes, into ``--output``:
 
 - ``report.md``: the command, models, date and commit; a summary row per env and a table per env (success
   with its 95% Wilson interval, pass@k, mean return, format-valid rate, turns, response length);
-- ``report.json``: the same numbers (``experiments/benchmark_report.py`` describes it);
+- ``report.json``: the same numbers (``experiments/common/evaluation_report.py`` describes it);
 - ``report.png``: success per env with error bars; with ``--train N``, learning curves per env too.
 
 Models: ``--model`` (a name such as ``smollm2``, a local directory or a hub id) for the text envs; the vision
 env (FrozenLakeVision) takes ``--vision-model``; each defaults to the offline tiny model warm-started on the
-env (``models.warm_start``: trained on first use, then cached). ``--checkpoint DIR`` evaluates the policy of
-an ``experiments.train`` run (its results folder) on its own env. ``--train N`` trains N DAPO iterations per
-env first (the env's settings, ``--set`` for any key), evaluating every ``--eval-every`` iterations.
+env (``algorithms.warm_start``: trained on first use, then cached). ``--checkpoint DIR`` evaluates the policy
+of an ``experiments.train`` run (its results folder) on its own env. ``--train N`` trains N DAPO iterations
+per env first (the env's settings, ``--set`` for any key), evaluating every ``--eval-every`` iterations.
 
-    python -m experiments.benchmark                                         # all 5 envs, 128 tasks x 1
-    python -m experiments.benchmark --envs FrozenLake,Math --tasks 32 --samples 4
-    python -m experiments.benchmark --model smollm2 --envs Math,NQSearch --split test
-    python -m experiments.benchmark --checkpoint results/FrozenLake-v0-20260101-120000
-    python -m experiments.benchmark --envs FrozenLake --train 10 --eval-every 5
+    python -m experiments.evaluate                                         # all 5 envs, 128 tasks x 1
+    python -m experiments.evaluate --envs FrozenLake,Math --tasks 32 --samples 4
+    python -m experiments.evaluate --model smollm2 --envs Math,NQSearch --split test
+    python -m experiments.evaluate --checkpoint results/FrozenLake-v0-20260101-120000
+    python -m experiments.evaluate --envs FrozenLake --train 10 --eval-every 5
 """
 
 from __future__ import annotations
@@ -38,12 +39,18 @@ import time
 from pathlib import Path
 from typing import Any
 
-from experiments.results_json import dtype_record
-from experiments.run_config import RunSettings, SettingsError, build_config, settings_for, starting_model
-from experiments.run_options import add_algorithm_options, add_model_options, settings_from_args
-from experiments.train import flatten, pick
+from experiments.common.results_json import dtype_record
+from experiments.common.run_config import (
+    RunSettings,
+    SettingsError,
+    build_config,
+    settings_for,
+    starting_model,
+)
+from experiments.common.run_options import add_algorithm_options, add_model_options, settings_from_args
+from experiments.common.training_metrics import flatten, pick
 
-PROG = "python -m experiments.benchmark"
+PROG = "python -m experiments.evaluate"
 # The suite: report name -> env id (the registered freshrl envs a benchmark covers; SokobanHard is
 # Sokoban's harder difficulty and is reached with --envs freshrl/SokobanHard-v0).
 SUITE = {
@@ -134,9 +141,14 @@ def trained_run(parser: argparse.ArgumentParser, folder: Path) -> dict[str, Any]
     if not summary_path.is_file():
         parser.error(f"--checkpoint {folder}: no summary.json (give the folder experiments.train wrote)")
     summary = json.loads(summary_path.read_text())
-    fields = {item.name for item in dataclasses.fields(RunSettings)}
+    fields = {item.name for item in dataclasses.fields(RunSettings)} - {"overrides"}
+    # The run's replay mode and seed, as train records them (older summaries: "replay").
+    recorded = {"replay_mode": summary.get("replay_mode", summary.get("replay")), "seed": summary.get("seed")}
+    overrides = {**summary.get("overrides", {}), **{k: v for k, v in recorded.items() if v is not None}}
     try:
-        settings = RunSettings(**{key: value for key, value in summary.items() if key in fields})
+        settings = RunSettings(
+            **{key: value for key, value in summary.items() if key in fields}, overrides=overrides
+        )
     except SettingsError as error:
         parser.error(f"--checkpoint {folder}: summary.json: {error}")
     checkpoint = Path(summary.get("checkpoint") or folder / "checkpoint")
@@ -149,7 +161,7 @@ def trained_run(parser: argparse.ArgumentParser, folder: Path) -> dict[str, Any]
 
 def env_settings(args: argparse.Namespace, env_id: str) -> RunSettings:
     """The settings of ``env_id``'s run: its settings file for the model, then the command line."""
-    from models.warm_start import is_vision_env
+    from algorithms.warm_start import is_vision_env
 
     if args.checkpoint is not None:  # the run's own settings: the policy is evaluated as it was trained
         settings = args.trained_run["settings"]
@@ -160,12 +172,13 @@ def env_settings(args: argparse.Namespace, env_id: str) -> RunSettings:
         except SettingsError as error:
             raise SystemExit(f"{PROG}: {error}") from None
         settings = settings_from_args(PROG, argparse.Namespace(**{**vars(args), "model": model}), base)
+    evaluation = {
+        "evaluation_num_tasks": args.tasks,
+        "evaluation_samples_per_task": args.samples,
+        "evaluation_interval": (args.eval_every or args.train) if args.train else None,
+    }
     return dataclasses.replace(
-        settings,
-        iterations=max(args.train, 1),
-        eval_tasks=args.tasks,
-        eval_samples=args.samples,
-        eval_every=(args.eval_every or args.train) if args.train else None,
+        settings, iterations=max(args.train, 1), overrides={**settings.overrides, **evaluation}
     )
 
 
@@ -250,7 +263,7 @@ def machine() -> str:
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parse_args(argv)
-    from experiments.benchmark_report import write_report
+    from experiments.common.evaluation_report import write_report
     from models.progress import Progress, quiet_library_bars_in_logs
 
     quiet_library_bars_in_logs()

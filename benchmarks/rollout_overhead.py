@@ -14,9 +14,9 @@ as a weight sync does in training. With ``--profile`` or when the overhead excee
 repetition runs under cProfile and its top costs are printed. Timing is noisy on a shared machine; re-run
 before relying on a digit.
 
-    python -m experiments.benchmarks.rollout_overhead                           # dapo_step's workload
-    python -m experiments.benchmarks.rollout_overhead --env freshrl/FrozenLake-v0 --max-tokens 32
-    python -m experiments.benchmarks.rollout_overhead --model tiny --prompts 2 --group-size 2 --max-tokens 8
+    python -m benchmarks.rollout_overhead                           # dapo_step's workload
+    python -m benchmarks.rollout_overhead --env freshrl/FrozenLake-v0 --max-tokens 32
+    python -m benchmarks.rollout_overhead --model tiny --prompts 2 --group-size 2 --max-tokens 8
 """
 
 from __future__ import annotations
@@ -34,8 +34,8 @@ import gymnasium as gym
 
 import envs  # noqa: F401  (registers the freshrl/... ids)
 from algorithms.rollout import rollout_groups
+from benchmarks.requirements import parse_and_check
 from envs.seeds import SPLITS
-from experiments.benchmarks.requirements import parse_and_check
 from models.chat import ChatRenderer
 from models.dtype import DTYPES, resolve_dtype
 from models.engine import Completion, Prompt, RolloutEngine, SamplingConfig
@@ -155,7 +155,7 @@ def row(label: str, seconds: float, tokens: int | None = None) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m experiments.benchmarks.rollout_overhead", description=__doc__.splitlines()[0]
+        prog="python -m benchmarks.rollout_overhead", description=__doc__.splitlines()[0]
     )
     parser.add_argument("--model", default="qwen05b", choices=sorted(MODELS))
     parser.add_argument("--env", default="freshrl/Math-v0", help="a registered freshrl/... text env id")

@@ -16,8 +16,8 @@ perfect overlap, (R + L + W) / (max(R, L) + W) from the sync case's rollout R, l
 the model of docs/scaling.md. On a 2-core machine the runners and the learner share the cores, so overlap
 buys little there; the prediction says what separate devices would give. Re-run before relying on a digit.
 
-    python -m experiments.benchmarks.async_step                # ~10 minutes on an idle 2-core machine
-    python -m experiments.benchmarks.async_step --quick        # 1 warm-up + 2 timed iterations, 1 runner
+    python -m benchmarks.async_step                # ~10 minutes on an idle 2-core machine
+    python -m benchmarks.async_step --quick        # 1 warm-up + 2 timed iterations, 1 runner
 """
 
 from __future__ import annotations
@@ -29,9 +29,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from algorithms.dapo import DAPOConfig, apply_algorithm, apply_scale
-from experiments.benchmarks.requirements import parse_and_check
-from experiments.ray_session import start_ray
+from algorithms.dapo import DAPOConfig
+from benchmarks.requirements import parse_and_check
+from experiments.common.ray_session import start_ray
+from experiments.common.run_config import RunSettings, build_config
 
 REQUIRES = ("vllm",)
 ENV_ID = "freshrl/FrozenLake-v0"
@@ -54,26 +55,27 @@ class Timing:
     sync: float
 
 
-def build_config(case: Case, args: argparse.Namespace) -> DAPOConfig:
-    config = apply_scale(apply_algorithm(DAPOConfig().environment(ENV_ID)), "tiny")
-    config.training(
-        model_path=None,
-        prompts_per_iteration=args.prompts,
-        group_size=args.group_size,
-        max_response_tokens=args.new_tokens,
-        overlong_cache_len=max(1, args.new_tokens // 4),
-        minibatch_size=args.prompts * args.group_size,
-        dynamic_sampling=False,
-        overlong_filtering=False,
-        engine_kv_cache_gib=0.25,
-        rollout_mode=case.mode,
-    )
-    config.replay(mode="on_policy")
-    return config.env_runners(num_env_runners=case.runners, create_local_env_runner=False)
+def case_config(case: Case, args: argparse.Namespace) -> DAPOConfig:
+    """The tiny ``dapo`` preset through the one builder (experiments.common.run_config), shrunk to the
+    workload, on-policy, for ``case``."""
+    workload = {
+        "prompts_per_iteration": args.prompts,
+        "group_size": args.group_size,
+        "max_response_tokens": args.new_tokens,
+        "overlong_cache_len": max(1, args.new_tokens // 4),
+        "minibatch_size": args.prompts * args.group_size,
+        "dynamic_sampling": False,
+        "overlong_filtering": False,
+        "engine_kv_cache_gib": 0.25,
+        "rollout_mode": case.mode,
+        "replay_mode": "on_policy",
+    }
+    config = build_config(RunSettings(env=ENV_ID, scale="tiny", num_env_runners=case.runners), workload)
+    return config.env_runners(create_local_env_runner=False)
 
 
 def measure(case: Case, args: argparse.Namespace) -> Timing:
-    algo = build_config(case, args).build_algo()
+    algo = case_config(case, args).build_algo()
     try:
         for _ in range(args.warmup):
             algo.train()
@@ -99,7 +101,7 @@ def predicted_gain(sync: Timing) -> float:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
-        prog="python -m experiments.benchmarks.async_step", description=__doc__.splitlines()[0]
+        prog="python -m benchmarks.async_step", description=__doc__.splitlines()[0]
     )
     parser.add_argument("--runners", default="1,2", help="comma-separated remote EnvRunner counts")
     parser.add_argument("--prompts", type=int, default=4)

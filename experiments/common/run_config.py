@@ -1,11 +1,17 @@
-"""One configuration path: a run's settings (a settings file, then the command line) -> a DAPOConfig.
+"""The one configuration path: a run's settings (a settings file, then the command line) -> a DAPOConfig.
 
-A run is a :class:`RunSettings`: the env, the model, the algorithm of DAPO's Table 1 ladder
-(``algorithms/dapo/ladder.py``), the scale (``algorithms/dapo/scales.py``), the replay mode, the length and
-evaluation of the run, and ``overrides``, DAPOConfig keys set last. A *settings file* is the same fields in
-YAML (``experiments/settings/<env>.yaml``; an unknown key is an error naming close matches). Every entry
-point (train, sweep, compare, benchmark, warm_start) turns its settings into a config with
-:func:`build_config`; ``--set key=value`` (:func:`parse_overrides`) reaches the same overrides.
+A DAPOConfig is built in four layers, each overriding the ones before it (docs/configuration.md):
+
+1. ``DAPOConfig``'s defaults, the papers' (``algorithms/dapo/config.py``);
+2. the presets: an algorithm of DAPO's Table 1 ladder (``algorithms/dapo/ladder.py``) and a scale
+   (``algorithms/dapo/scales.py``), named by the settings file;
+3. the settings file's ``overrides`` (``experiments/settings/<env>.yaml``);
+4. ``--set key=value`` and its aliases (``--replay``, ``--tau``, ...; ``experiments/common/run_options.py``).
+
+A run is a :class:`RunSettings`: the run's plumbing (env, model, warm start, presets, iterations, resources)
+and ``overrides``, the DAPOConfig keys of layer 3. A *settings file* is the same fields in YAML (an unknown
+key is an error naming close matches). Every entry point (train, sweep, compare, evaluate, warm_start) and
+every benchmark turns its settings into a config with :func:`build_config`.
 
     settings = settings_for("freshrl/Math-v0")             # the env's shipped settings file
     settings = dataclasses.replace(settings, model=starting_model(settings))   # the tiny warm start
@@ -27,10 +33,19 @@ from pathlib import Path
 from typing import Any
 
 from algorithms.dapo import ALGORITHMS, SCALES, DAPOConfig, apply_algorithm, apply_scale
-from algorithms.replay import REPLAY_MODES
 
 DEFAULT_ENV = "freshrl/FrozenLake-v0"
-SETTINGS_DIR = Path(__file__).resolve().parent / "settings"
+SETTINGS_DIR = Path(__file__).resolve().parents[1] / "settings"
+# The runs of a sweep or a comparison without --settings: 3 iterations, evaluated after each on 16 tasks.
+QUICK_SETTINGS = SETTINGS_DIR / "quick" / "sweep_and_compare.yaml"
+# Former RunSettings fields that repeated a DAPOConfig key -> how a settings file says it now.
+MOVED_KEYS = {
+    "replay": "overrides: {replay_mode: ...}",
+    "eval_tasks": "overrides: {evaluation_num_tasks: ...}",
+    "eval_samples": "overrides: {evaluation_samples_per_task: ...}",
+    "eval_every": "overrides: {evaluation_interval: ...}",
+    "seed": "overrides: {seed: ...}",
+}
 SMOLLM2 = "smollm2"  # the model name (models/names.py) whose runs default to the smollm2 scale
 
 
@@ -40,21 +55,20 @@ class SettingsError(ValueError):
 
 @dataclass(frozen=True)
 class RunSettings:
-    """What a run is. Field names are a settings file's keys; ``None`` means "the default" where noted."""
+    """What a run is: its plumbing, and ``overrides`` (DAPOConfig keys). Field names are a settings file's
+    keys and ``--set`` takes them too; ``None`` means "the default" where noted. Nothing here repeats a
+    DAPOConfig key: the replay mode, evaluation and seed are ``overrides`` (``replay_mode``,
+    ``evaluation_num_tasks``, ``seed``, ...)."""
 
     env: str = DEFAULT_ENV  # a registered id, or module:ns/Name-v0 (docs/adding_an_env.md)
     env_config: dict[str, Any] = field(default_factory=dict)  # kwargs of gymnasium.make
     model: str | None = None  # a name (smollm2), a model directory or a hub id; None: the tiny warm start
     algorithm: str = "dapo"  # DAPO's Table 1 ladder (algorithms/dapo/ladder.py)
     scale: str | None = None  # tiny | smollm2 | paper; None: smollm2 for --model smollm2, else tiny
-    replay: str = "freshper"  # on_policy | per | freshper | freshper_poly
     iterations: int = 20
-    eval_tasks: int = 128  # validation tasks of each evaluation (95% Wilson interval ~ +-0.085 at 0.5)
-    eval_samples: int = 1  # samples per task (pass@k up to it)
-    eval_every: int | None = None  # evaluate every k iterations inside train(); None: the entry point's
-    seed: int = 0
-    # The warm start's AdamW steps on the env's oracle: of the tiny model (None: models.warm_start's per-env
-    # value), or of ``model`` (None or 0: the model as it is), with the base's recipe (models.warm_start).
+    # The warm start's AdamW steps on the env's oracle: of the tiny model (None: algorithms.warm_start's
+    # per-env value), or of ``model`` (None or 0: the model as it is), with the base's recipe
+    # (algorithms.warm_start).
     warm_start_steps: int | None = None
     warm_start: bool = True  # False: start from the untrained tiny model (no model only)
     num_env_runners: int = 0  # remote EnvRunners (0: in-process)
@@ -68,13 +82,12 @@ class RunSettings:
             value = getattr(self, item.name)
             if not _has_type(value, hints[item.name]):
                 raise SettingsError(f"{item.name} must be {_type_name(hints[item.name])}, got {value!r}")
-        choices = {"algorithm": list(ALGORITHMS), "scale": [None, *sorted(SCALES)], "replay": REPLAY_MODES}
+        choices = {"algorithm": list(ALGORITHMS), "scale": [None, *sorted(SCALES)]}
         for name, allowed in choices.items():
             if getattr(self, name) not in allowed:
                 raise SettingsError(f"{name} must be one of {list(allowed)}, got {getattr(self, name)!r}")
-        for name in ("iterations", "eval_tasks", "eval_samples", "eval_every"):
-            if getattr(self, name) is not None and getattr(self, name) < 1:
-                raise SettingsError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.iterations < 1:
+            raise SettingsError(f"iterations must be >= 1, got {self.iterations}")
         for name in ("num_env_runners", "num_learners"):
             if getattr(self, name) < 0:
                 raise SettingsError(f"{name} must be >= 0, got {getattr(self, name)}")
@@ -98,8 +111,10 @@ class RunSettings:
 
 
 # ---------------------------------------------------------------------------------------------------------
-def load_settings(path: str | Path) -> RunSettings:
-    """The settings of a YAML settings file; a :class:`SettingsError` naming the file and the bad key."""
+def load_settings(path: str | Path, base: RunSettings | None = None) -> RunSettings:
+    """The settings of a YAML settings file, over ``base`` (default: RunSettings' defaults): its keys
+    replace base's and its ``overrides`` are merged over base's (a file of a few keys, such as
+    :data:`QUICK_SETTINGS`, changes only those). A :class:`SettingsError` names the file and the bad key."""
     path = Path(path)
     if not path.is_file():
         raise SettingsError(f"no settings file {path}; the shipped ones are in {SETTINGS_DIR}")
@@ -108,10 +123,15 @@ def load_settings(path: str | Path) -> RunSettings:
         raise SettingsError(f"{path}: a settings file is a mapping of keys to values, got {values!r}")
     keys = [item.name for item in dataclasses.fields(RunSettings)]
     for key in values:
+        if key in MOVED_KEYS:
+            raise SettingsError(f"{path}: {key!r} is a DAPOConfig key now: write {MOVED_KEYS[key]}")
         if key not in keys:
             raise SettingsError(f"{path}: unknown key {key!r}{_close(key, keys)}; allowed: {keys}")
+    base = base or RunSettings()
     try:
-        return RunSettings(**values)
+        return dataclasses.replace(
+            base, **{**values, "overrides": {**base.overrides, **(values.get("overrides") or {})}}
+        )
     except SettingsError as error:
         raise SettingsError(f"{path}: {error}") from None
 
@@ -149,8 +169,8 @@ def override_keys() -> dict[str, tuple[str, str]]:
 
     Keys are DAPOConfig attribute names (as ``config.to_dict()`` and Tune show them): every keyword of
     ``training()`` and the ``evaluation_*`` ones of ``evaluation()`` (DAPO's and RLlib's, but RLlib's
-    deprecated ones), and the attribute each ``replay()`` keyword sets (``tau``, ``replay_mode``,
-    ``replay_capacity``, ...).
+    deprecated ones), the attribute each ``replay()`` keyword sets (``tau``, ``replay_mode``,
+    ``replay_capacity``, ...), and ``seed`` (``debugging()``).
     """
     from ray._common.deprecation import DEPRECATED_VALUE
     from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
@@ -161,6 +181,8 @@ def override_keys() -> dict[str, tuple[str, str]]:
             for name, parameter in inspect.signature(getattr(cls, method)).parameters.items():
                 keyword = parameter.kind in (parameter.KEYWORD_ONLY, parameter.POSITIONAL_OR_KEYWORD)
                 wanted = method == "training" or name.startswith("evaluation_")  # not offline evaluation
+                # RLlib's old-stack ``model`` dict: the name is the run's model (model_path here).
+                wanted = wanted and name != "model"
                 if keyword and wanted and name != "self" and parameter.default is not DEPRECATED_VALUE:
                     keys.setdefault(name, (method, name))
     # The attribute each replay() keyword sets, found by setting a distinct marker through each.
@@ -170,37 +192,50 @@ def override_keys() -> dict[str, tuple[str, str]]:
     attributes = {id(value): name for name, value in vars(config).items()}
     for keyword, marker in markers.items():
         keys[attributes.get(id(marker), keyword)] = ("replay", keyword)
+    keys["seed"] = ("debugging", "seed")
     return keys
+
+
+def run_keys() -> tuple[str, ...]:
+    """The keys of a run's plumbing that ``--set`` takes besides DAPOConfig's: RunSettings' fields."""
+    return tuple(item.name for item in dataclasses.fields(RunSettings) if item.name != "overrides")
 
 
 def check_override_keys(keys: Iterable[str]) -> None:
     """A :class:`SettingsError` for the first key that is not an override key, listing close matches."""
     known = override_keys()
     for key in keys:
+        if key in run_keys():
+            raise SettingsError(
+                f"{key!r} is a key of the run (RunSettings), not of DAPOConfig: a settings file sets it at "
+                f"its top level, the command line with --set {key}=..."
+            )
         if key not in known:
             raise SettingsError(
                 f"unknown DAPOConfig key {key!r}{_close(key, known)}. Keys: the keywords of "
                 "DAPOConfig.training(), the evaluation_* ones of .evaluation(), and the replay attributes "
-                "(tau, replay_<keyword> of .replay()); see experiments.run_config.override_keys()"
+                "(tau, replay_<keyword> of .replay()); see experiments.common.run_config.override_keys()"
             )
 
 
-def parse_overrides(items: Iterable[str]) -> dict[str, Any]:
-    """``["key=value", ...]`` (``--set``) -> {key: value}, each value parsed as YAML (1e-5, true, null,
-    [0.9, 0.99]); keys checked by :func:`check_override_keys`. A later item wins."""
+def parse_set(items: Iterable[str]) -> dict[str, Any]:
+    """``["key=value", ...]`` (``--set`` and its aliases) -> {key: value}, each value parsed as YAML (1e-5,
+    true, null, [0.9, 0.99]). A key is a DAPOConfig key (:func:`override_keys`) or a run key
+    (:func:`run_keys`: iterations, scale, ...); anything else is an error listing close matches. A later
+    item wins."""
     import yaml
 
-    overrides: dict[str, Any] = {}
+    values: dict[str, Any] = {}
     for item in items:
         key, sep, text = item.partition("=")
         if not sep or not key.strip():
             raise SettingsError(f"--set takes key=value (e.g. --set lr=1e-5), got {item!r}")
         try:
-            overrides[key.strip()] = _yaml(text)
+            values[key.strip()] = _yaml(text)
         except yaml.YAMLError as error:
             raise SettingsError(f"--set {item}: the value is not YAML ({error})") from None
-    check_override_keys(overrides)
-    return overrides
+    check_override_keys([key for key in values if key not in run_keys()])
+    return values
 
 
 def apply_overrides(config: DAPOConfig, overrides: Mapping[str, Any]) -> DAPOConfig:
@@ -221,36 +256,23 @@ def apply_overrides(config: DAPOConfig, overrides: Mapping[str, Any]) -> DAPOCon
 
 # ---------------------------------------------------------------------------------------------------------
 def build_config(settings: RunSettings, overrides: Mapping[str, Any] | None = None) -> DAPOConfig:
-    """The validated DAPOConfig of a run: env, algorithm, scale, replay mode, seed and model, then
-    ``settings.overrides`` and ``overrides`` (later wins), resources and evaluation. The model is
+    """The validated DAPOConfig of a run, in the four layers of docs/configuration.md: DAPOConfig's
+    defaults; the presets (``settings.algorithm``, ``settings.resolved_scale``); ``settings.overrides`` (the
+    settings file's, then the command line's); ``overrides`` (the caller's: a starting model, a swept
+    value). Then the run's plumbing that is not a DAPOConfig key: env, resources. The model is
     ``settings.model`` as given (None: the untrained tiny LM); :func:`starting_model` resolves the default.
-
-    When the overrides shorten ``max_response_tokens`` and leave ``overlong_cache_len``, the overlong
-    buffer L_cache shrinks to at most a third of it, so the soft punishment keeps a band below the limit.
     A bad value is a ``ValueError`` from ``DAPOConfig.validate`` (the one validator) naming the key.
     """
-    merged = {**settings.overrides, **(overrides or {})}
     config = DAPOConfig().environment(settings.env, env_config=dict(settings.env_config))
     config = apply_scale(apply_algorithm(config, settings.algorithm), settings.resolved_scale)
     config = config.training(model_path=settings.model)
-    config = config.replay(mode=settings.replay).debugging(seed=settings.seed)
-    if "max_response_tokens" in merged and "overlong_cache_len" not in merged:
-        merged["overlong_cache_len"] = min(
-            config.overlong_cache_len, max(1, merged["max_response_tokens"] // 3)
-        )
-    config = apply_overrides(config, merged)
+    config = apply_overrides(config, {**settings.overrides, **(overrides or {})})
     config = config.env_runners(num_env_runners=settings.num_env_runners)
     if settings.gpu and settings.num_env_runners > 0:
         config = config.env_runners(num_gpus_per_env_runner=1)  # one vLLM engine per GPU
     config = config.learners(
         num_learners=settings.num_learners, num_gpus_per_learner=1 if settings.gpu else 0
     )
-    evaluation = {
-        "evaluation_num_tasks": settings.eval_tasks,
-        "evaluation_samples_per_task": settings.eval_samples,
-        "evaluation_interval": settings.eval_every,
-    }
-    config = config.evaluation(**{k: v for k, v in evaluation.items() if k not in merged})
     config.validate()
     return config
 
@@ -258,10 +280,10 @@ def build_config(settings: RunSettings, overrides: Mapping[str, Any] | None = No
 def starting_model(settings: RunSettings) -> str:
     """The model a run starts from: ``settings.model`` as it is, or warm-started on the env for
     ``warm_start_steps`` when those are set (not 0); without a model, the tiny model warm-started on the env
-    (``models.warm_start``; trained on first use, then cached), or the untrained tiny model when
+    (``algorithms.warm_start``; trained on first use, then cached), or the untrained tiny model when
     ``warm_start`` is false. An env without ``oracle_responses()`` is a :class:`SettingsError` naming its
     contract and the ways around it."""
-    from models.warm_start import MissingOracleError, tiny_base_path, warm_started_path
+    from algorithms.warm_start import MissingOracleError, tiny_base_path, warm_started_path
 
     if settings.model is not None and not settings.warm_start_steps:  # None or 0: no warm start
         return settings.model

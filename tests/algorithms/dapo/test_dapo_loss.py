@@ -11,6 +11,21 @@ import torch
 
 from algorithms.dapo.loss import LOSS_AGG_MODES, LossConfig, loss_normalizer, policy_loss
 
+# The loss settings these tests start from: DAPO's (DAPOConfig's defaults, the dual clip off as on-policy).
+DAPO_LOSS = {
+    "eps_low": 0.2,
+    "eps_high": 0.28,
+    "dual_clip_c": None,
+    "loss_agg_mode": "token-mean",
+    "kl_coef": 0.0,
+    "max_response_tokens": None,
+    "tis_cap": 2.0,
+}
+
+
+def loss_config(**changes) -> LossConfig:
+    return LossConfig(**{**DAPO_LOSS, **changes})
+
 
 def reference_loss(logp, logp_old, adv, mask, cfg, weights=None, logp_ref=None, logp_sampler=None):
     """Loss, d loss / d logp and metrics of a whole optimizer step, token by token in Python floats.
@@ -134,7 +149,7 @@ CASES = list(itertools.product(
 
 @pytest.mark.parametrize(("mode", "dual_c", "weighted", "kl", "token_adv"), CASES)
 def test_loss_grad_and_metrics_match_reference(mode, dual_c, weighted, kl, token_adv):
-    cfg = LossConfig(dual_clip_c=dual_c, loss_agg_mode=mode, kl_coef=0.1 if kl == "kl" else 0.0,
+    cfg = loss_config(dual_clip_c=dual_c, loss_agg_mode=mode, kl_coef=0.1 if kl == "kl" else 0.0,
                      max_response_tokens=(16 if weighted else 11) if mode.endswith("norm") else None)
     for seed in range(3):
         logp, logp_old, adv, mask, weights, logp_ref = random_step(seed, token_adv=token_adv)
@@ -168,7 +183,7 @@ TIS_CASES = list(itertools.product(LOSS_AGG_MODES, (None, 3.0), (False, True), (
 @pytest.mark.parametrize(("mode", "dual_c", "kl", "token_adv", "cap"), TIS_CASES)
 def test_mismatch_weight_matches_reference(mode, dual_c, kl, token_adv, cap):
     """Truncated IS: ratio against the learner's pi_old, each token's PG loss times min(pi_old/pi_vllm, C)."""
-    cfg = LossConfig(dual_clip_c=dual_c, loss_agg_mode=mode, kl_coef=0.1 if kl else 0.0, tis_cap=cap,
+    cfg = loss_config(dual_clip_c=dual_c, loss_agg_mode=mode, kl_coef=0.1 if kl else 0.0, tis_cap=cap,
                      max_response_tokens=16 if mode.endswith("norm") else None)
     for seed in range(3):
         logp, logp_old, adv, mask, weights, logp_ref = random_step(seed, token_adv=token_adv)
@@ -193,7 +208,7 @@ def test_mismatch_weight_matches_reference(mode, dual_c, kl, token_adv, cap):
 def test_mismatch_correction_with_identical_logprobs_is_bit_identical(mode):
     """pi_vllm == pi_old_learner: every weight is exactly 1, so the loss and gradient equal the uncorrected
     ones bit for bit (the correction costs nothing in exactness where the engine agrees)."""
-    cfg = LossConfig(dual_clip_c=3.0, loss_agg_mode=mode, kl_coef=0.05, max_response_tokens=16)
+    cfg = loss_config(dual_clip_c=3.0, loss_agg_mode=mode, kl_coef=0.05, max_response_tokens=16)
     logp, logp_old, adv, mask, weights, logp_ref = random_step(7)
     plain_loss, plain_grad, plain_metrics = run_torch(logp, logp_old, adv, mask, cfg, weights, logp_ref)
     loss, grad, metrics = run_torch(logp, logp_old, adv, mask, cfg, weights, logp_ref, logp_sampler=logp_old)
@@ -207,7 +222,7 @@ def test_mismatch_correction_with_identical_logprobs_is_bit_identical(mode):
 
 def test_reference_sees_every_clip_region():
     """The random cases exercise the branches the comparison is about."""
-    cfg = LossConfig(dual_clip_c=3.0)
+    cfg = loss_config(dual_clip_c=3.0)
     totals = np.zeros(3)
     for seed in range(3):
         *_, m = reference_loss(*random_step(seed)[:4], cfg)
@@ -216,7 +231,7 @@ def test_reference_sees_every_clip_region():
 
 
 def test_float32_matches_reference():
-    cfg = LossConfig(dual_clip_c=3.0, kl_coef=0.05)
+    cfg = loss_config(dual_clip_c=3.0, kl_coef=0.05)
     logp, logp_old, adv, mask, weights, logp_ref = random_step(5)
     want_loss, want_grad, _ = reference_loss(logp, logp_old, adv, mask, cfg, weights, logp_ref)
     loss, grad, _ = run_torch(logp, logp_old, adv, mask, cfg, weights, logp_ref, dtype=torch.float32)
@@ -234,7 +249,7 @@ def boundary_step(log_ratios, adv):
 @pytest.mark.parametrize("adv", [1.0, -1.0])
 @pytest.mark.parametrize("dual_c", [None, 3.0])
 def test_ratios_at_and_around_clip_boundaries(adv, dual_c):
-    cfg = LossConfig(dual_clip_c=dual_c)
+    cfg = loss_config(dual_clip_c=dual_c)
     d = 1e-9  # decisively on one side of each bound; the exact bounds are the next test's job
     log_ratios = [math.log(0.8) - d, math.log(0.8) + d, 0.0, math.log(1.28) - d, math.log(1.28) + d,
                   math.log(3.0) - d, math.log(3.0) + d]
@@ -258,7 +273,7 @@ def test_ratio_exactly_on_the_bounds_keeps_its_gradient():
     r_hi = torch.exp(torch.tensor(0.25, dtype=torch.float64))
     r_lo = torch.exp(torch.tensor(-0.25, dtype=torch.float64))
     r_c = torch.exp(torch.tensor(1.5, dtype=torch.float64))
-    cfg = LossConfig(eps_low=1.0 - r_lo.item(), eps_high=r_hi.item() - 1.0, dual_clip_c=r_c.item())
+    cfg = loss_config(eps_low=1.0 - r_lo.item(), eps_high=r_hi.item() - 1.0, dual_clip_c=r_c.item())
     assert 1.0 + cfg.eps_high == r_hi.item() and 1.0 - cfg.eps_low == r_lo.item()
     logp = torch.tensor([[0.25, -0.25, 1.5]], dtype=torch.float64, requires_grad=True)
     adv = torch.tensor([[1.0, -1.0, -1.0]], dtype=torch.float64)
@@ -275,7 +290,7 @@ def test_ratio_exactly_on_the_bounds_keeps_its_gradient():
 
 def test_zero_width_clip_range():
     """eps_low = eps_high = 0: r = 1 exactly is on both bounds; r an ulp away is clipped on one side."""
-    cfg = LossConfig(eps_low=0.0, eps_high=0.0)
+    cfg = loss_config(eps_low=0.0, eps_high=0.0)
     step = boundary_step([0.0, 1e-12, -1e-12, 0.0, 1e-12, -1e-12], 0.0)
     adv = np.array([[2.0, 2.0, 2.0, -2.0, -2.0, -2.0]])
     step = (step[0], step[1], adv, step[3])
@@ -297,7 +312,7 @@ def test_clip_fractions_on_constructed_tokens():
     mask = torch.tensor([[1, 1, 1, 1, 1, 1, 0]])
     adv_t = torch.tensor(adv, dtype=torch.float64)
     for dual_c, want_dual in ((None, 0.0), (3.0, 1 / 6)):
-        cfg = LossConfig(dual_clip_c=dual_c)
+        cfg = loss_config(dual_clip_c=dual_c)
         loss, m = policy_loss(logp, logp_old, adv_t, mask, normalizer=6.0, cfg=cfg)
         assert m["clipfrac_high"].item() == pytest.approx(1 / 6)
         assert m["clipfrac_low"].item() == pytest.approx(1 / 6)
@@ -314,7 +329,7 @@ def test_clip_fractions_on_constructed_tokens():
 def test_empty_micro_batch_gives_zero_loss_and_neutral_metrics():
     logp = torch.full((2, 3), float("nan"), dtype=torch.float64, requires_grad=True)
     mask = torch.zeros(2, 3, dtype=torch.bool)
-    cfg = LossConfig(kl_coef=0.1, loss_agg_mode="seq-mean-token-mean")
+    cfg = loss_config(kl_coef=0.1, loss_agg_mode="seq-mean-token-mean")
     loss, m = policy_loss(logp, logp.detach(), torch.ones(2), mask, normalizer=4.0, cfg=cfg,
                           weights=torch.full((2,), float("nan")), logp_ref=logp.detach())
     loss.backward()
@@ -325,7 +340,7 @@ def test_empty_micro_batch_gives_zero_loss_and_neutral_metrics():
 
 def test_nan_in_masked_positions_equals_zero_padding():
     logp, logp_old, adv, mask, weights, logp_ref = random_step(9, token_adv=True)
-    cfg = LossConfig(kl_coef=0.2, dual_clip_c=3.0)
+    cfg = loss_config(kl_coef=0.2, dual_clip_c=3.0)
     loss_nan, grad_nan, _ = run_torch(logp, logp_old, adv, mask, cfg, weights, logp_ref)
     clean = [np.where(mask, x, 0.0) for x in (logp, logp_old, adv)]
     loss_zero, grad_zero, _ = run_torch(*clean, mask, cfg, weights, np.where(mask, logp_ref, 0.0))
@@ -335,7 +350,7 @@ def test_nan_in_masked_positions_equals_zero_padding():
 
 def test_float_mask_and_sequence_advantages_broadcast():
     logp, logp_old, adv, mask, weights, _ = random_step(4)
-    cfg = LossConfig(loss_agg_mode="seq-mean-token-mean")
+    cfg = loss_config(loss_agg_mode="seq-mean-token-mean")
     loss_bool, grad_bool, _ = run_torch(logp, logp_old, adv, mask, cfg, weights)
     loss_float, grad_float, _ = run_torch(logp, logp_old, adv, mask.astype(np.float32), cfg, weights)
     adv_tokens = np.repeat(adv[:, None], logp.shape[1], axis=1)
@@ -362,7 +377,7 @@ def test_gradient_accumulation_is_split_invariant(mode, max_tokens):
     adv = torch.tensor(rng.normal(0, 1, n_rows))
     weights = torch.tensor(rng.uniform(0.2, 1.0, n_rows))
     logp_ref = logp_all + 0.1
-    cfg = LossConfig(loss_agg_mode=mode, dual_clip_c=3.0, kl_coef=0.05, max_response_tokens=max_tokens)
+    cfg = loss_config(loss_agg_mode=mode, dual_clip_c=3.0, kl_coef=0.05, max_response_tokens=max_tokens)
 
     results = []
     for split in SPLITS:
@@ -393,7 +408,7 @@ def test_per_micro_batch_normalizer_would_change_the_gradient():
     mask = torch.tensor([[1, 1, 1, 1], [1, 0, 0, 0]], dtype=torch.bool)
     logp = torch.zeros(2, 4, dtype=torch.float64, requires_grad=True)
     adv = torch.tensor([1.0, 1.0], dtype=torch.float64)
-    cfg = LossConfig()
+    cfg = loss_config()
     for rows in (slice(0, 1), slice(1, 2)):
         local = loss_normalizer([mask[rows]], cfg.loss_agg_mode)
         loss, _ = policy_loss(logp[rows], logp[rows].detach(), adv[rows], mask[rows], normalizer=local,
@@ -426,17 +441,27 @@ def test_loss_normalizer_values():
 @pytest.mark.parametrize("kwargs", [
     {"eps_low": 1.0}, {"eps_low": -0.1}, {"eps_high": -0.01}, {"dual_clip_c": 1.0},
     {"loss_agg_mode": "seq-mean-token-sum"}, {"kl_coef": -1.0}, {"max_response_tokens": 0}, {"tis_cap": 0.5}])
-def test_config_validation(kwargs):
-    with pytest.raises(ValueError):
-        LossConfig(**kwargs)
+def test_bad_loss_settings_are_rejected_by_dapo_configs_validator(kwargs):
+    from algorithms.dapo import DAPOConfig
+
+    with pytest.raises(ValueError, match=f"DAPOConfig: {next(iter(kwargs))}"):
+        DAPOConfig().training(**kwargs).validate()
+
+
+def test_the_loss_settings_come_from_the_config():
+    from algorithms.dapo import DAPOConfig
+
+    assert LossConfig.from_config(DAPOConfig()) == loss_config(max_response_tokens=20480)
+    replayed = LossConfig.from_config(DAPOConfig().replay(mode="freshper").training(eps_high=0.3))
+    assert (replayed.dual_clip_c, replayed.eps_high) == (3.0, 0.3)
 
 
 def test_argument_validation():
     x = torch.zeros(2, 3)
     mask = torch.ones(2, 3)
-    cfg = LossConfig()
+    cfg = loss_config()
     with pytest.raises(ValueError, match="logp_ref"):
-        policy_loss(x, x, torch.zeros(2), mask, normalizer=1.0, cfg=LossConfig(kl_coef=0.1))
+        policy_loss(x, x, torch.zeros(2), mask, normalizer=1.0, cfg=loss_config(kl_coef=0.1))
     with pytest.raises(ValueError, match="advantages"):
         policy_loss(x, x, torch.zeros(3), mask, normalizer=1.0, cfg=cfg)
     with pytest.raises(ValueError, match="weights"):

@@ -7,7 +7,7 @@ import pickle
 import numpy as np
 import pytest
 
-from algorithms.replay import make_replay_buffer
+from algorithms.replay import make_reference_buffer
 
 
 def _drive(buf, rng: np.random.Generator, t0: int, n_steps: int) -> list:
@@ -25,13 +25,13 @@ def _drive(buf, rng: np.random.Generator, t0: int, n_steps: int) -> list:
 @pytest.mark.parametrize("mode", ["per", "freshper", "freshper_poly"])
 def test_state_round_trip_continues_exactly(mode):
     kwargs = dict(capacity=23, tau=2.0, beta_horizon=30, seed=11)
-    original = make_replay_buffer(mode, **kwargs)
+    original = make_reference_buffer(mode, **kwargs)
     _drive(original, np.random.default_rng(0), 0, 12)
     # Leave the polynomial buffer with a pending refresh (added at a new step, not sampled yet).
     original.add(["pending"], [2.0], t=12.5)
     state = pickle.loads(pickle.dumps(original.state_dict()))
 
-    restored = make_replay_buffer(mode, **{**kwargs, "seed": 999})  # seed is overwritten by the state
+    restored = make_reference_buffer(mode, **{**kwargs, "seed": 999})  # seed is overwritten by the state
     restored.load_state_dict(state)
     a = _drive(original, np.random.default_rng(1), 13, 10)
     b = _drive(restored, np.random.default_rng(1), 13, 10)
@@ -43,8 +43,8 @@ def test_state_round_trip_continues_exactly(mode):
 
 
 def test_load_rejects_a_different_configuration():
-    state = make_replay_buffer("freshper", capacity=8, tau=5.0).state_dict()
+    state = make_reference_buffer("freshper", capacity=8, tau=5.0).state_dict()
     with pytest.raises(ValueError, match="config mismatch"):
-        make_replay_buffer("freshper", capacity=8, tau=6.0).load_state_dict(state)
+        make_reference_buffer("freshper", capacity=8, tau=6.0).load_state_dict(state)
     with pytest.raises(ValueError, match="config mismatch"):
-        make_replay_buffer("per", capacity=8).load_state_dict(state)
+        make_reference_buffer("per", capacity=8).load_state_dict(state)
