@@ -38,6 +38,7 @@ class _Conversation:
     rewards: list[float] = field(default_factory=list)
     finish_reasons: list[str] = field(default_factory=list)
     turn_policy_versions: list[int] = field(default_factory=list)
+    state_keys: list[Any] = field(default_factory=list)
     success: bool = False
     terminated: bool = False
     done: bool = False
@@ -167,6 +168,7 @@ def rollout_groups(
                 terminated=conversation.terminated,
                 response_budget=conversation.response_budget,
                 invalid_turns=conversation.invalid_turns,
+                turn_state_keys=conversation.state_keys,
                 images=conversation.images,
                 info=conversation.info,
             )
@@ -190,6 +192,8 @@ def _step(
     conversation: _Conversation, completion: Completion, renderer: ChatRenderer, policy_version: int
 ) -> None:
     conversation.append_response(completion, policy_version)
+    # The state this turn starts from: reported by reset's info or by the previous step's.
+    conversation.state_keys.append(conversation.info.get("state_key"))
     observation, reward, terminated, truncated, info = conversation.env.step(completion.text)
     conversation.rewards.append(float(reward))
     conversation.info = info

@@ -8,6 +8,7 @@ sampler's logprob of each response token (0.0 elsewhere).
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,11 +39,18 @@ class Trajectory:
     response_budget: int | None = None
     # Turns whose response the env could not use (info["action_valid"] False): the invalid-output rate.
     invalid_turns: int = 0
+    # The env's canonical key of the state each turn started from (info["state_key"] of reset, then of the
+    # previous step; docs/adding_an_env.md), one per turn, None where the env reports none; empty when not
+    # recorded. GiGPO's anchor states (algorithms/dapo/gigpo.py).
+    turn_state_keys: list[Hashable | None] = field(default_factory=list)
     images: list[np.ndarray] = field(default_factory=list)
     info: dict[str, Any] = field(default_factory=dict)
     # Set by the algorithm: the reward used for advantages (return plus shaping) and the advantage.
     reward: float = 0.0
     advantage: float = 0.0
+    # Set by the algorithm when turns get advantages of their own (GiGPO, algorithms/dapo/gigpo.py): one per
+    # turn, for that turn's response tokens. Empty: every turn has ``advantage``.
+    turn_advantages: list[float] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if not (len(self.token_ids) == len(self.loss_mask) == len(self.behaviour_logprobs)):
@@ -65,6 +73,11 @@ class Trajectory:
         """The version of the oldest policy that produced any of its responses: its staleness is measured
         from it."""
         return min(self.turn_policy_versions, default=self.policy_version)
+
+    @property
+    def advantages_by_turn(self) -> list[float]:
+        """The advantage of each turn's response tokens: ``turn_advantages``, else ``advantage`` for all."""
+        return list(self.turn_advantages) if self.turn_advantages else [self.advantage] * self.num_turns
 
     @property
     def response_lengths(self) -> list[int]:

@@ -23,6 +23,9 @@ every property that failed and why::
                       solves at least ``oracle_min_success`` of the train tasks
     splits            no task leaks across splits: the first observations (text, and image bytes for vision)
                       of ``split_tasks`` train, validation and test seeds never coincide across splits
+    state_key         when the env reports ``info["state_key"]`` (optional; GiGPO's step groups): every
+                      info has one, hashable and equal to itself after pickling; an invalid turn keeps it;
+                      tasks with different first observations never share a reset key
 
 From pytest, ``test_contract = contract_test("mymodule:ns/Name-v0")`` makes one test per property.
 """
@@ -33,6 +36,7 @@ import hashlib
 import json
 import math
 import os
+import pickle
 import subprocess
 import sys
 import time
@@ -61,6 +65,7 @@ PROPERTIES = (
     "group",
     "oracle",
     "splits",
+    "state_key",
 )
 INFO_KEYS = ("format_ok", "action_valid", "action_effective", "success", "turn")
 DEFAULT_OPTIONS: dict[str, Any] = {
@@ -492,6 +497,55 @@ def _splits(env, make, kwargs, options) -> None:
             )
 
 
+def _state_key(env, make, kwargs, options) -> str | None:
+    instance = make()
+    seeds = split_seeds("train", 8)
+    if "state_key" not in instance.reset(seed=seeds[0])[1]:
+        return "ok (no info['state_key']: it is optional; GiGPO then falls back to episode advantages)"
+    oracle = getattr(instance, "oracle_responses", None)
+    tasks: dict[Any, tuple[str, int]] = {}  # reset key -> (first observation's digest, seed)
+    for seed in seeds:
+        observation, info = instance.reset(seed=seed)
+        key = _checked_state_key(info, f"reset(seed={seed})")
+        first, earlier = _digest(observation), tasks.setdefault(key, (_digest(observation), seed))
+        if earlier[0] != first:
+            raise _Failed(
+                f"reset(seed={earlier[1]}) and reset(seed={seed}) start different tasks with the same "
+                f"state_key {key!r:.80}: include the task's identity (map, level) in the key"
+            )
+        for turn in range(_max_turns(instance)):
+            answers = oracle() if oracle is not None else []
+            # An invalid response first, then the oracle's answer every other turn.
+            response = answers[0] if answers and turn % 2 else INVALID_CANDIDATES[turn % 5]
+            _, _, terminated, truncated, info = instance.step(response)
+            where = f"step {turn + 1} after reset(seed={seed}), {_short(response)}"
+            before, key = key, _checked_state_key(info, where)
+            if not info["action_valid"] and not terminated and key != before:
+                raise _Failed(
+                    f"{where}: the invalid response left the state unchanged but changed state_key from "
+                    f"{before!r:.80} to {key!r:.80}"
+                )
+            if terminated or truncated:
+                break
+    return None
+
+
+def _checked_state_key(info: dict[str, Any], where: str) -> Any:
+    """``info["state_key"]``, checked: present, hashable, and equal to itself after a pickle round trip
+    (remote EnvRunners ship trajectories to the learner)."""
+    if "state_key" not in info:
+        raise _Failed(f"{where}: info lacks state_key, which reset's info reports; report it in every info")
+    key = info["state_key"]
+    try:
+        hash(key)
+    except TypeError:
+        raise _Failed(f"{where}: state_key {key!r:.80} is not hashable; use a str or a tuple") from None
+    copy = pickle.loads(pickle.dumps(key))
+    if copy != key or hash(copy) != hash(key):
+        raise _Failed(f"{where}: state_key {key!r:.80} is not equal to itself after pickling; use a str")
+    return key
+
+
 _CHECKS: dict[str, Callable[..., str | None]] = {
     "check_env": _check_env,
     "never_raises": _never_raises,
@@ -501,6 +555,7 @@ _CHECKS: dict[str, Callable[..., str | None]] = {
     "group": _group,
     "oracle": _oracle,
     "splits": _splits,
+    "state_key": _state_key,
 }
 
 

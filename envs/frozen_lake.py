@@ -184,6 +184,7 @@ class FrozenLakeEnv(MultiTurnEnv):
 
     ``info`` has ``format_ok``, ``action_valid``, ``action_effective`` (the turn moved the agent),
     ``success`` (goal reached), ``turn``, ``optimal_length`` (shortest non-slippery path from the start),
+    ``state_key`` (:meth:`state_key`: the map and the agent's cell, the state the next turn starts from),
     and after a valid turn ``moves_executed``, ``moves_effective`` and ``fell``.
 
     ## Arguments
@@ -325,7 +326,12 @@ class FrozenLakeEnv(MultiTurnEnv):
         return f"Map:\n{self.map_text()}"
 
     def _task_info(self) -> dict[str, Any]:
-        return {"optimal_length": self._optimal_length}
+        return {"optimal_length": self._optimal_length, "state_key": self.state_key()}
+
+    def state_key(self) -> str:
+        """The canonical state (docs/adding_an_env.md, "State keys"): the map, start cell included so that
+        keys of different maps never coincide, and the agent's cell. Slips are luck, not state."""
+        return f"FrozenLake\n{map_content(self.desc)}\nagent {self._player[0]},{self._player[1]}"
 
     def _render_image(self) -> np.ndarray:
         ids = np.select([self._grid == "H", self._grid == "G"], [1, 2], 0)

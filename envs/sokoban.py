@@ -91,7 +91,8 @@ class SokobanEnv(MultiTurnEnv):
 
     ``info`` has ``format_ok``, ``action_valid``, ``action_effective`` (the turn moved the agent),
     ``success`` (solved), ``turn``, ``optimal_length`` (optimal moves from the start state),
-    ``boxes_on_target``, and after a valid turn ``moves_executed`` and ``moves_effective``.
+    ``boxes_on_target``, ``state_key`` (:meth:`state_key`: the map with boxes and agent, the state the next
+    turn starts from), and after a valid turn ``moves_executed`` and ``moves_effective``.
 
     ## Arguments
     ```python
@@ -229,7 +230,13 @@ class SokobanEnv(MultiTurnEnv):
         return {
             "optimal_length": self.level.optimal_length,
             "boxes_on_target": int((self._boxes & self._targets).sum()),
+            "state_key": self.state_key(),
         }
+
+    def state_key(self) -> str:
+        """The canonical state (docs/adding_an_env.md, "State keys"): the map text, which holds the room
+        (walls and targets, the level's identity), the boxes and the agent, so equal keys are equal states."""
+        return f"Sokoban\n{self.map_text()}"
 
     def _render_image(self) -> np.ndarray:
         return compose_tiles(self._tile_ids(), _sokoban_tiles(self.cell_pixels))

@@ -24,8 +24,10 @@ def collate(
     image_inputs: ImageInputs | None = None,
     device: torch.device | str = "cpu",
 ) -> dict[str, torch.Tensor]:
-    """Right-pad a micro-batch: input_ids/attention_mask [B, T]; loss_mask/logp_old [B, T-1]; advantages,
-    weights [B]; pixel_values/image_grid_thw when the trajectories carry images."""
+    """Right-pad a micro-batch: input_ids/attention_mask [B, T]; loss_mask/logp_old [B, T-1]; weights [B];
+    advantages [B], or [B, T-1] (each response token its turn's advantage, 0 elsewhere) when a trajectory
+    has advantages per turn (``Trajectory.turn_advantages``, GiGPO); pixel_values/image_grid_thw when the
+    trajectories carry images. A row depends on its own trajectory only, never on the others in the batch."""
     if not trajectories:
         raise ValueError("collate() needs at least one trajectory")
     length = max(len(t.token_ids) for t in trajectories)
@@ -34,18 +36,30 @@ def collate(
     attention_mask = np.zeros((batch_size, length), dtype=np.int64)
     loss_mask = np.zeros((batch_size, length), dtype=np.float32)
     logp_old = np.zeros((batch_size, length), dtype=np.float32)
+    per_turn = any(t.turn_advantages for t in trajectories)
+    token_advantages = np.zeros((batch_size, length), dtype=np.float32)
     for row, trajectory in enumerate(trajectories):
         n = len(trajectory.token_ids)
         input_ids[row, :n] = trajectory.token_ids
         attention_mask[row, :n] = 1
         loss_mask[row, :n] = trajectory.loss_mask
         logp_old[row, :n] = trajectory.behaviour_logprobs
+        if per_turn:
+            for (start, end), advantage in zip(
+                trajectory.response_spans, trajectory.advantages_by_turn, strict=True
+            ):
+                token_advantages[row, start:end] = advantage
+    advantages = (
+        torch.from_numpy(token_advantages[:, 1:].copy())
+        if per_turn
+        else torch.tensor([t.advantage for t in trajectories], dtype=torch.float32)
+    )
     batch = {
         "input_ids": torch.from_numpy(input_ids),
         "attention_mask": torch.from_numpy(attention_mask),
         "loss_mask": torch.from_numpy(loss_mask[:, 1:].copy()),
         "logp_old": torch.from_numpy(logp_old[:, 1:].copy()),
-        "advantages": torch.tensor([t.advantage for t in trajectories], dtype=torch.float32),
+        "advantages": advantages,
         "weights": torch.tensor(
             [1.0] * batch_size if weights is None else list(weights), dtype=torch.float32
         ),

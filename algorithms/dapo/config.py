@@ -8,11 +8,13 @@ scales that differ live in ``algorithms/dapo/scales.py`` and say so.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from ray.rllib.algorithms.algorithm_config import AlgorithmConfig, NotProvided
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 
+from algorithms.dapo.gigpo import ADVANTAGE_MODES
 from algorithms.dapo.groups import DYNAMIC_SAMPLING_METRICS
 from algorithms.dapo.loss import LOSS_AGG_MODES
 from algorithms.dapo.overlong import OVERLONG_SCOPES
@@ -143,6 +145,16 @@ class DAPOConfig(AlgorithmConfig):
         # (R - mean) / (std + eps), DAPO Eq. 9; False: Dr. GRPO's R - mean (Liu et al., 2025, section 3.1),
         # which with loss_agg_mode="seq-mean-token-sum-norm" is the whole of Dr. GRPO's objective.
         self.advantage_std_normalize = True
+        # Credit assignment (docs/credit_assignment.md): "episode" gives every turn of an episode its group
+        # advantage (DAPO Eq. 9); "gigpo" adds omega x each turn's step advantage within the turns that start
+        # from the same state (GiGPO, Feng et al., 2025, arXiv 2505.10978, Eq. 5-8; algorithms/dapo/gigpo.py),
+        # from the env's info["state_key"]; envs without state keys keep episode advantages. The step
+        # advantage is normalised as the episode's (advantage_std_normalize, advantage_eps).
+        self.advantage = "episode"
+        # gamma of the step return R_t = sum_k gamma^(k-t) r_k (GiGPO Eq. 5) and omega (Eq. 8): verl-agent's
+        # GiGPO settings (algorithm.gamma=0.95, algorithm.gigpo.step_advantage_w=1.0 in its example scripts).
+        self.gigpo_gamma = 0.95
+        self.gigpo_step_weight = 1.0
 
         # Dynamic sampling (DAPO section 3.2): keep groups with 0 < #correct < G.
         self.dynamic_sampling = True
@@ -278,6 +290,9 @@ class DAPOConfig(AlgorithmConfig):
         kl_coef: float = NotProvided,
         advantage_eps: float = NotProvided,
         advantage_std_normalize: bool = NotProvided,
+        advantage: str = NotProvided,
+        gigpo_gamma: float = NotProvided,
+        gigpo_step_weight: float = NotProvided,
         dynamic_sampling: bool = NotProvided,
         dynamic_sampling_metric: str = NotProvided,
         max_generation_batches: int = NotProvided,
@@ -418,6 +433,21 @@ class DAPOConfig(AlgorithmConfig):
             (
                 isinstance(self.advantage_std_normalize, bool),
                 f"advantage_std_normalize must be True or False, got {self.advantage_std_normalize!r}",
+            ),
+            (
+                self.advantage in ADVANTAGE_MODES,
+                f"advantage must be one of {ADVANTAGE_MODES} (episode-level, or GiGPO's turn-level credit), "
+                f"got {self.advantage!r}",
+            ),
+            (
+                _is_number(self.gigpo_gamma) and 0 <= self.gigpo_gamma <= 1,
+                f"gigpo_gamma (GiGPO's discount of the step return) must be in [0, 1], got "
+                f"{self.gigpo_gamma!r}",
+            ),
+            (
+                _is_number(self.gigpo_step_weight) and 0 <= self.gigpo_step_weight < math.inf,
+                "gigpo_step_weight (GiGPO's omega, the step advantage's weight) must be a finite number "
+                f">= 0, got {self.gigpo_step_weight!r}",
             ),
             (self.replay_mode in REPLAY_MODES, f"replay mode must be one of {REPLAY_MODES}"),
             (self.replay_priority in PRIORITY_SIGNALS, f"replay priority must be one of {PRIORITY_SIGNALS}"),
@@ -666,6 +696,10 @@ class DAPOConfig(AlgorithmConfig):
     @property
     def _model_config_auto_includes(self) -> dict[str, Any]:
         return {}
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def _env_runner_cls():

@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from algorithms.dapo.advantages import group_advantages
+from algorithms.dapo.gigpo import gigpo_credit, has_state_keys
 from algorithms.dapo.overlong import overlong_length, soft_overlong_penalty
 from algorithms.trajectory import Trajectory
 
@@ -21,8 +22,12 @@ def shape_and_score_group(
     overlong_cache_len: int,
     advantage_eps: float,
     advantage_std_normalize: bool = True,
+    advantage: str = "episode",
+    gigpo_gamma: float = 0.95,
+    gigpo_step_weight: float = 1.0,
 ) -> None:
-    """Set ``reward`` and ``advantage`` of every trajectory of one group, in place.
+    """Set ``reward`` and ``advantage`` (and, for GiGPO, ``turn_advantages``) of every trajectory of one
+    group, in place.
 
     reward = episode return (+ soft overlong penalty, DAPO Eq. 13, of the episode's length in
     ``overlong_scope``: algorithms/dapo/overlong.py). The penalty goes into the reward before group
@@ -30,15 +35,30 @@ def shape_and_score_group(
     dynamic sampling keeps the group (``dynamic_sampling_metric``, by default success).
     advantage = (R - mean_G) / (std_G + eps), 0 for all-equal groups; R - mean_G without
     ``advantage_std_normalize`` (Dr. GRPO).
+    ``advantage="gigpo"``: each turn's tokens get advantage + omega x its step advantage within its
+    anchor-state group (algorithms/dapo/gigpo.py; omega = ``gigpo_step_weight``, discount ``gigpo_gamma``).
+    A group without state keys (the env reports none) keeps episode advantages.
     """
     rewards = np.array([t.episode_return for t in group], dtype=np.float64)
     if overlong_punishment:
         lengths = [overlong_length(t, overlong_scope, max_response_tokens) for t in group]
         rewards += [float(soft_overlong_penalty(y, l_max, overlong_cache_len)) for y, l_max in lengths]
     advantages = group_advantages(rewards[None, :], eps=advantage_eps, std_normalize=advantage_std_normalize)
-    for trajectory, reward, advantage in zip(group, rewards, advantages[0], strict=True):
+    for trajectory, reward, episode_advantage in zip(group, rewards, advantages[0], strict=True):
         trajectory.reward = float(reward)
-        trajectory.advantage = float(advantage)
+        trajectory.advantage = float(episode_advantage)
+        trajectory.turn_advantages = []
+    if advantage != "gigpo" or not has_state_keys(group):
+        return
+    credit = gigpo_credit(
+        group,
+        gamma=gigpo_gamma,
+        step_weight=gigpo_step_weight,
+        eps=advantage_eps,
+        std_normalize=advantage_std_normalize,
+    )
+    for trajectory, turn_advantages in zip(group, credit.turn_advantages, strict=True):
+        trajectory.turn_advantages = turn_advantages
 
 
 def group_successes(group: Sequence[Trajectory]) -> list[float]:

@@ -257,11 +257,11 @@ class DAPOTorchLearner(TorchLearner):
 
     def _contributes(self, trajectory: Trajectory, mask: torch.Tensor, weight: float = 1.0) -> bool:
         """Whether the row can add to the loss or its gradient. It cannot when every token is masked
-        (overlong-filtered, or no response), when its weight is 0, or, without a KL term, when its
+        (overlong-filtered, or no response), when its weight is 0, or, without a KL term, when every turn's
         advantage is 0: each token's clipped term is then r * 0 (loss.py), exactly 0 with a 0 gradient."""
         if weight == 0 or not bool(mask.any()):
             return False
-        return self.config.kl_coef > 0 or trajectory.advantage != 0
+        return self.config.kl_coef > 0 or any(a != 0 for a in trajectory.advantages_by_turn)
 
     def _overlong_keep(self, trajectories: Sequence[Trajectory]) -> torch.Tensor:
         """[B] 1.0 for trajectories that are trained on, 0.0 for those overlong filtering masks (DAPO section

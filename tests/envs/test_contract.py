@@ -45,6 +45,9 @@ class Find(MultiTurnEnv):
     def _state_text(self) -> str:
         return f"What is half of {2 * self.secret}?"
 
+    def _task_info(self) -> dict:
+        return {"state_key": f"Find {self.secret}"}  # wrong guesses leave the state as it was
+
     def oracle_responses(self) -> list[str]:
         return [] if self._done else [f"<answer>{self.secret}</answer>"]
 
@@ -107,6 +110,26 @@ class FloatImage(Find):
         return np.zeros(self.image_shape)  # float64, not the declared uint8
 
 
+class NoStateKey(Find):
+    def _task_info(self) -> dict:
+        return {}
+
+
+class StateKeyCountsTurns(Find):
+    def _task_info(self) -> dict:
+        return {"state_key": f"Find {self.secret} turn {self.turn}"}  # an invalid turn changes it
+
+
+class StateKeyWithoutTask(Find):
+    def _task_info(self) -> dict:
+        return {"state_key": "start"}  # keys of different tasks collide
+
+
+class UnhashableStateKey(Find):
+    def _task_info(self) -> dict:
+        return {"state_key": [self.secret]}
+
+
 FAST = {"fresh_interpreter": False, "split_tasks": 100}
 
 
@@ -126,6 +149,9 @@ def test_a_well_behaved_env_passes_every_property():
         (AlwaysTerminates, "invalid_output", "invalid_output='noop'.*the episode ended"),
         (MemberChangesTheTask, "group", "start from different observations"),
         (FloatImage, "check_env", "check_env"),
+        (StateKeyCountsTurns, "state_key", "the invalid response left the state unchanged but changed"),
+        (StateKeyWithoutTask, "state_key", "start different tasks with the same state_key"),
+        (UnhashableStateKey, "state_key", "is not hashable"),
     ],
     ids=lambda value: value.__name__ if isinstance(value, type) else None,
 )
@@ -136,6 +162,10 @@ def test_each_broken_property_is_named(env, prop, message):
     assert prop in caught.value.failures  # ... and fails here, named, with the reason
     assert re.search(message, caught.value.failures[prop]), caught.value.failures[prop]
     assert f"[{prop}]" in str(caught.value)
+
+
+def test_the_state_key_is_optional():
+    assert check_property(NoStateKey, "state_key", **FAST).startswith("ok (no info['state_key']")
 
 
 def test_a_step_slower_than_the_hang_guard_is_named():
