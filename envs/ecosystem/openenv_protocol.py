@@ -146,8 +146,10 @@ class WebSocketSession:
             raise OpenEnvError(f"{self.url}: expected a message object, got {_short(answer)}")
         data = answer.get("data")
         if answer.get("type") == "error":
-            details = data if isinstance(data, dict) else {}
-            code, text = details.get("code"), _short(details.get("message", data))
+            details = data if isinstance(data, dict) else {"message": data}
+            code = details.get("code")
+            # A VALIDATION_ERROR's "message" is only "Invalid message"; its pydantic "errors" say what.
+            text = _short(" ".join(json.dumps(details.get(k)) for k in ("message", "errors") if k in details))
             if stepping and code == "VALIDATION_ERROR":
                 raise ActionRejected(f"the server rejected the action: {text}")
             self.close()  # CAPACITY_REACHED, FACTORY_ERROR and SESSION_ERROR end the session on the server
@@ -219,5 +221,7 @@ def open_session(transport: str, base_url: str, *, timeout_s: float) -> Session:
 
 
 def _short(value: Any) -> str:
-    text = value.decode("utf-8", "replace") if isinstance(value, bytes) else repr(value)
+    if isinstance(value, bytes):
+        value = value.decode("utf-8", "replace")
+    text = value if isinstance(value, str) else repr(value)
     return text if len(text) <= _ERROR_CHARS else text[: _ERROR_CHARS - 3] + "..."

@@ -171,6 +171,13 @@ class WebSocketConnection:
             pass
         sock.close()
 
+    def __del__(self) -> None:
+        # An env dropped without close() (the contract's checks, a crashed rollout) must still free its
+        # server session, which holds one of the server's max_concurrent_envs slots while the socket is open.
+        sock = getattr(self, "_sock", None)
+        if sock is not None:
+            sock.close()
+
     def _send_all(self, data: bytes) -> None:
         if self._sock is None:
             raise WebSocketError("the connection is closed")
