@@ -9,6 +9,7 @@ test server can speak the same protocol.
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import os
 import socket
@@ -22,6 +23,7 @@ from collections.abc import Callable
 _GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 OP_CONTINUATION, OP_TEXT, OP_BINARY, OP_CLOSE, OP_PING, OP_PONG = 0x0, 0x1, 0x2, 0x8, 0x9, 0xA
 _MAX_HEADER_BYTES = 65_536
+_CLOSE_WAIT_S = 1.0
 
 
 class WebSocketError(OSError):
@@ -93,6 +95,7 @@ class WebSocketConnection:
         self.timeout_s = timeout_s
         self.max_message_bytes = max_message_bytes
         self._buffer = bytearray()
+        self._broken = True  # until the handshake succeeds; set again by any failure: the stream is unusable
         self._deadline = time.monotonic() + timeout_s
         port = parts.port or (443 if parts.scheme == "wss" else 80)
         try:
@@ -107,6 +110,7 @@ class WebSocketConnection:
         except BaseException:
             self.close()
             raise
+        self._broken = False
 
     def _handshake(self, parts: urllib.parse.SplitResult) -> None:
         key = base64.b64encode(os.urandom(16)).decode()
@@ -136,6 +140,13 @@ class WebSocketConnection:
 
     def receive_text(self) -> str:
         """The next text message, waiting at most ``timeout_s``; pings are answered on the way."""
+        try:
+            return self._receive_text()
+        except WebSocketError:
+            self._broken = True
+            raise
+
+    def _receive_text(self) -> str:
         self._deadline = time.monotonic() + self.timeout_s
         parts: list[bytes] = []
         size = 0
@@ -160,15 +171,20 @@ class WebSocketConnection:
             # other opcodes (pong, reserved) are ignored
 
     def close(self) -> None:
-        """Send a close frame (best effort) and close the socket; safe to call twice."""
-        sock, self._sock = self._sock, None
-        if sock is None:
+        """The closing handshake (RFC 6455 section 7.1.2), then close the socket; safe to call twice.
+
+        On a healthy connection: send a close frame and wait up to ``_CLOSE_WAIT_S`` for the server's (a
+        server whose socket vanishes first logs an error); after a failure, close at once.
+        """
+        if self._sock is None:
             return
-        try:
-            sock.settimeout(1.0)
-            sock.sendall(encode_frame(OP_CLOSE, struct.pack("!H", 1000), mask=True))
-        except OSError:
-            pass
+        if not self._broken:
+            with contextlib.suppress(WebSocketError):
+                self._send_all(encode_frame(OP_CLOSE, struct.pack("!H", 1000), mask=True))
+                self._deadline = time.monotonic() + min(self.timeout_s, _CLOSE_WAIT_S)
+                while read_frame(self._read_exact, self.max_message_bytes)[1] != OP_CLOSE:
+                    pass
+        sock, self._sock = self._sock, None
         sock.close()
 
     def __del__(self) -> None:
@@ -185,11 +201,13 @@ class WebSocketConnection:
             self._sock.settimeout(self.timeout_s)
             self._sock.sendall(data)
         except OSError as exc:
+            self._broken = True
             raise WebSocketError(f"sending failed: {exc}") from exc
 
     def _recv_some(self) -> bytes:
         if self._sock is None:
             raise WebSocketError("the connection is closed")
+        self._broken = True  # until the bytes arrive: a timeout leaves a reply half read
         left = self._deadline - time.monotonic()
         if left <= 0:
             raise WebSocketError(f"no reply within {self.timeout_s:g} s")
@@ -202,6 +220,7 @@ class WebSocketConnection:
             raise WebSocketError(f"receiving failed: {exc}") from exc
         if not data:
             raise WebSocketError("the server closed the connection")
+        self._broken = False
         return data
 
     def _read_exact(self, count: int) -> bytes:
