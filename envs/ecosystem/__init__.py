@@ -1,9 +1,11 @@
-"""Envs adapted from env ecosystems: reasoning-gym, textarena and minigrid's BabyAI (docs/adding_an_env.md).
+"""Envs adapted from env ecosystems: reasoning-gym, textarena and minigrid's BabyAI (docs/adding_an_env.md),
+and a client that plays any OpenEnv env server.
 
 Each library is in the optional ``ecosystem`` extra (pyproject.toml). Importing this package imports none
 of them: it registers the curated ids of every library that is installed (``importlib.util.find_spec``),
 and an adapter module imports its library only when its env is made: ``import envs`` works without the
-extra.
+extra. The OpenEnv client needs no library (the standard library speaks the protocol), so its id,
+``openenv/Client-v0``, is always registered; it takes the server as ``base_url=``.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ def _ids() -> dict[str, tuple[str, str, dict]]:
 
 
 ALL_IDS = _ids()
+OPENENV_CLIENT_ID = "openenv/Client-v0"
 # The ids whose library is installed, registered with gymnasium.
 ECOSYSTEM_IDS = tuple(
     env_id for env_id, (library, _, _) in ALL_IDS.items() if importlib.util.find_spec(library) is not None
@@ -59,8 +62,11 @@ def _register() -> None:
             register(
                 id=env_id, entry_point=partial(create, entry_point), kwargs=kwargs, disable_env_checker=True
             )
+    if OPENENV_CLIENT_ID not in registry:
+        entry_point = "envs.ecosystem.openenv_client:OpenEnvClientEnv"
+        register(id=OPENENV_CLIENT_ID, entry_point=partial(create, entry_point), disable_env_checker=True)
 
 
 _register()
 
-__all__ = ["ALL_IDS", "ECOSYSTEM_IDS"]
+__all__ = ["ALL_IDS", "ECOSYSTEM_IDS", "OPENENV_CLIENT_ID"]
