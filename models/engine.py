@@ -150,6 +150,9 @@ def kv_cache_gib_for(
 CPU_PREFILL_TOKEN_BUDGET = 8192
 # Engines whose core runs in this process share vLLM's parallel state (keep_parallel_state_while_shared).
 _IN_PROCESS_ENGINES: weakref.WeakSet[RolloutEngine] = weakref.WeakSet()
+# Engines being built count as live: a dropped engine that the garbage collector finalizes while another is
+# being built would otherwise destroy the parallel state the new one has just set up.
+_ENGINES_STARTING = 0
 
 
 class RolloutEngine:
@@ -194,7 +197,7 @@ class RolloutEngine:
 
         guard_vllm_kernel_scan()
         quiet_expected_reload_warnings()
-        keep_parallel_state_while_shared(lambda: len(_IN_PROCESS_ENGINES) > 0)
+        keep_parallel_state_while_shared(lambda: len(_IN_PROCESS_ENGINES) > 0 or _ENGINES_STARTING > 0)
         if kv_cache_gib is None and not cuda:
             kv_cache_gib = CPU_DEFAULT_KV_CACHE_GIB
         if kv_cache_gib is not None:
@@ -208,17 +211,22 @@ class RolloutEngine:
             # split across steps (chunked prefill); schedule whole prefills only, with room for the longest.
             llm_kwargs.setdefault("enable_chunked_prefill", False)
             llm_kwargs.setdefault("max_num_batched_tokens", max(max_model_len, CPU_PREFILL_TOKEN_BUDGET))
-        # vLLM seeds the global random, numpy and torch RNGs when its worker starts; keep the caller's.
-        with _preserved_global_rngs():
-            self.llm = vllm.LLM(
-                model=self.model,
-                dtype=dtype,
-                max_model_len=max_model_len,
-                seed=seed,
-                tensor_parallel_size=tensor_parallel_size,
-                logprobs_mode="processed_logprobs",
-                **llm_kwargs,
-            )
+        global _ENGINES_STARTING
+        _ENGINES_STARTING += 1
+        try:
+            # vLLM seeds the global random, numpy and torch RNGs when its worker starts; keep the caller's.
+            with _preserved_global_rngs():
+                self.llm = vllm.LLM(
+                    model=self.model,
+                    dtype=dtype,
+                    max_model_len=max_model_len,
+                    seed=seed,
+                    tensor_parallel_size=tensor_parallel_size,
+                    logprobs_mode="processed_logprobs",
+                    **llm_kwargs,
+                )
+        finally:
+            _ENGINES_STARTING -= 1
         drop_stored_import_tracebacks()
         self._in_process = tensor_parallel_size == 1 and engine_in_process()
         if self._in_process:
