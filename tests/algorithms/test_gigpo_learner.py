@@ -80,7 +80,7 @@ def one_pass_gradient(learner, trajectories: list[Trajectory]) -> dict[str, torc
         batch["advantages"],
         batch["loss_mask"],
         normalizer=loss_normalizer([batch["loss_mask"]], "token-mean"),
-        cfg=LossConfig(eps_low=learner.config.eps_low, eps_high=learner.config.eps_high),
+        cfg=LossConfig.from_config(learner.config),
     )
     loss.backward()
     grads = {name: p.grad.clone() for name, p in model.named_parameters()}

@@ -1,6 +1,6 @@
-"""DAPO with remote EnvRunners (Ray actors, each with its own vLLM engine): one that dies in the middle of a
-rollout is restarted, receives the current weights, and its task seeds are rolled out again; two runners
-and a learner actor train as a cluster would place them."""
+"""DAPO with remote EnvRunners (Ray actors, each with its own vLLM engine): two runners and a learner actor
+train as a cluster would place them, and a runner that dies in the middle of a rollout is restarted,
+receives the current weights, and its task seeds are rolled out again."""
 
 from __future__ import annotations
 
@@ -18,13 +18,17 @@ CRASH_MARKER_VARIABLE = "FRESHRL_TEST_CRASH_MARKER"
 
 
 class CrashOnceRunner(MultiTurnEnvRunner):
-    """Kills its own process on the first rollout it is asked for (a marker file makes it happen once)."""
+    """Kills its own process on the first rollout it is asked for: the one runner that creates the marker
+    file (atomically, so two runners never both crash) dies, once."""
 
     def sample_groups(self, seeds=(), **kwargs):
-        marker = Path(os.environ[CRASH_MARKER_VARIABLE])
-        if seeds and not marker.exists():
-            marker.write_text(str(os.getpid()))
-            os._exit(1)
+        if seeds:
+            try:
+                os.close(os.open(os.environ[CRASH_MARKER_VARIABLE], os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+            except FileExistsError:
+                pass
+            else:
+                os._exit(1)
         return super().sample_groups(seeds, **kwargs)
 
 
@@ -38,32 +42,18 @@ def crash_marker(ray_session, ray_settings) -> Iterator[Path]:
     marker.unlink(missing_ok=True)
 
 
-def test_crashed_remote_runner_is_replaced_and_rollout_retried(small_dapo_config, crash_marker):
+def test_two_remote_runners_and_a_learner_in_their_own_processes_survive_a_crashed_runner(
+    small_dapo_config, crash_marker
+):
+    """The cluster layout (docs/scaling.md): rollouts on two EnvRunner actors, each with its own vLLM engine,
+    and the update on one Learner actor; nothing of either runs in the driver. One runner dies in the
+    middle of the first rollout: it is replaced, receives the current weights and its task seeds are rolled
+    out again, and nothing is lost. (One algorithm serves both stories: each actor starts its own engine.)"""
     # The random tiny model fails every episode and its responses are all truncated: keep every group and
     # every token so the iteration has something to train on.
-    config = small_dapo_config(dynamic_sampling=False, overlong_filtering=False).env_runners(
-        num_env_runners=1, env_runner_cls=CrashOnceRunner
-    )
-    algo = config.build_algo()
-    try:
-        result = algo.train()
-        assert crash_marker.exists(), "the runner never crashed"
-        assert result["rollout/env_runners_restored"] >= 1
-        assert result["rollout/groups_lost"] == 0
-        assert result["rollout/groups_sampled"] == 2
-        assert result["learners"]["train/optimizer_steps_fresh"] >= 1
-        result = algo.train()
-        assert result["rollout/groups_sampled"] == 2
-    finally:
-        algo.stop()
-
-
-def test_two_remote_runners_and_a_learner_in_its_own_process(small_dapo_config, ray_session):
-    """The cluster layout (docs/scaling.md): rollouts on two EnvRunner actors, each with its own vLLM engine,
-    and the update on one Learner actor; nothing of either runs in the driver."""
     config = (
         small_dapo_config(dynamic_sampling=False, overlong_filtering=False, prompts_per_iteration=4)
-        .env_runners(num_env_runners=2, create_local_env_runner=False)
+        .env_runners(num_env_runners=2, create_local_env_runner=False, env_runner_cls=CrashOnceRunner)
         .learners(num_learners=1)
     )
     algo = config.build_algo()
@@ -82,10 +72,12 @@ def test_two_remote_runners_and_a_learner_in_its_own_process(small_dapo_config, 
         )
     finally:
         algo.stop()
+    assert crash_marker.exists(), "no runner crashed"
+    assert results[0]["rollout/env_runners_restored"] >= 1
     for result in results:
         assert result["rollout/groups_sampled"] == 4 and result["rollout/groups_lost"] == 0
         assert result["learners"]["train/optimizer_steps_fresh"] >= 1
-    # Each runner rolled out its share (4 task seeds split 2 and 2, every iteration) ...
+    # Each runner, the replacement included, rolled out its share (4 task seeds split 2 and 2) ...
     assert len(steps) == 2 and all(count > 0 for count in steps)
     # ... and the remote learner trained.
     weights_before, weights_after = before["default_policy"], after["default_policy"]

@@ -1,7 +1,7 @@
-"""Resume loses nothing, sync mode (docs/design.md, section 6): N iterations straight, and k iterations, a
-checkpoint, a new algorithm restored from it and N - k more, end in the same state: the same metrics every
-iteration (timings aside), evaluations included, and bitwise the same weights. The resumed run evaluates
-before it trains, as ``experiments.train`` does: evaluating must change nothing of training.
+"""Resume loses nothing, sync mode (docs/design.md, section 6): a run of N iterations saves a checkpoint after
+k of them; a new algorithm restored from it and trained N - k more ends in the same state: the same metrics
+every iteration (timings aside), evaluations included, and bitwise the same weights. The resumed run
+evaluates before it trains, as ``experiments.train`` does: evaluating must change nothing of training.
 
 The checkpoint is taken where every piece of state matters: dynamic sampling holds a surplus group, the
 FreshPER buffer is filled and sampled, the learning rate is still warming up, each pass shuffles
@@ -128,36 +128,33 @@ def assert_checkpoint_holds_adapters_only(algo: DAPO) -> None:
 def test_resumed_run_equals_the_straight_run(small_dapo_config, tmp_path, lora_rank):
     config = resume_config(small_dapo_config, lora_rank=lora_rank)
 
+    # The straight run takes the checkpoint on its way (saving must change nothing of it either).
     straight = build(config)
     try:
-        straight_before = straight.evaluate_policy()
-        straight_metrics = train(straight, ITERATIONS)
+        straight_metrics = train(straight, CHECKPOINT_AT)
+        # The checkpoint holds the state that a lossy resume would drop.
+        assert straight._sampler.surplus, {
+            k: v for m in straight_metrics for k, v in m.items() if "rollout/" in k
+        }
+        assert len(straight._replay) > 0 and "replay/batch_mean_age" in straight_metrics[-1]  # sampled, too
+        if lora_rank:
+            assert_checkpoint_holds_adapters_only(straight)
+        checkpoint = straight.save_to_path(str(tmp_path / "checkpoint"))
+        straight_metrics += train(straight, ITERATIONS - CHECKPOINT_AT)
         straight_weights = learner_weights(straight)
         straight_counters = (straight._task_cursor, straight._next_group_id, len(straight._replay))
     finally:
         straight.stop()
 
-    first = build(config)
-    try:
-        assert first.evaluate_policy() == straight_before
-        first_metrics = train(first, CHECKPOINT_AT)
-        # The checkpoint holds the state that a lossy resume would drop.
-        assert first._sampler.surplus, {k: v for m in first_metrics for k, v in m.items() if "rollout/" in k}
-        assert len(first._replay) > 0 and "replay/batch_mean_age" in first_metrics[-1]  # sampled, too
-        if lora_rank:
-            assert_checkpoint_holds_adapters_only(first)
-        checkpoint = first.save_to_path(str(tmp_path / "checkpoint"))
-    finally:
-        first.stop()
-
     resumed = build(config)
     try:
         resumed.restore_from_path(checkpoint)
-        # Evaluation before training sees the checkpoint's weights, as the first run's last evaluation did.
+        # Evaluation before training sees the checkpoint's weights, as the straight run's evaluation at
+        # the checkpoint did.
         evaluation = resumed.evaluate_policy()
         assert evaluation == {
             key.removeprefix("evaluation/"): value
-            for key, value in first_metrics[-1].items()
+            for key, value in straight_metrics[CHECKPOINT_AT - 1].items()
             if key.startswith("evaluation/")
         } | {"split": "validation"}
         resumed_metrics = train(resumed, ITERATIONS - CHECKPOINT_AT)
@@ -167,7 +164,7 @@ def test_resumed_run_equals_the_straight_run(small_dapo_config, tmp_path, lora_r
         resumed.stop()
 
     for iteration, (want, got) in enumerate(
-        zip(straight_metrics, first_metrics + resumed_metrics, strict=True), start=1
+        zip(straight_metrics[CHECKPOINT_AT:], resumed_metrics, strict=True), start=CHECKPOINT_AT + 1
     ):
         differ = {
             key: (want.get(key), got.get(key))
