@@ -1,5 +1,7 @@
-"""DAPOConfig(...).build_algo(), train twice, save, restore, train again: on the tiny LM (text env) and the
-tiny VLM (FrozenLakeVision), with FreshPER replay on."""
+"""DAPOConfig(...).build_algo(), train twice, save, restore, train again: on the tiny LM (text env) with each
+replay mode and on the tiny VLM (FrozenLakeVision). The FreshPER cases restore into a new algorithm
+(``DAPO.from_checkpoint``); the others into the live one after it trained on, as ``experiments.train``
+resumes."""
 
 from __future__ import annotations
 
@@ -37,7 +39,7 @@ def learner_weights(algo: DAPO) -> dict[str, torch.Tensor]:
     ]
 
 
-def run_case(make, tmp_path, env: str, model_path: str | None, replay: str) -> None:
+def run_case(make, tmp_path, env: str, model_path: str | None, replay: str, from_checkpoint: bool) -> None:
     algo = tiny_config(make, env, model_path, replay).build_algo()
     before = {k: v.clone() for k, v in learner_weights(algo).items()}
     for _ in range(2):
@@ -57,9 +59,17 @@ def run_case(make, tmp_path, env: str, model_path: str | None, replay: str) -> N
 
     checkpoint = algo.save_to_path(str(tmp_path / "checkpoint"))
     state = (algo._task_cursor, algo._optimizer_steps, len(algo._replay or []))
-    algo.stop()
-
-    restored = DAPO.from_checkpoint(checkpoint)
+    if from_checkpoint:
+        # RLlib's own way back: a new algorithm built from the checkpoint's config.
+        algo.stop()
+        restored = DAPO.from_checkpoint(checkpoint)
+    else:
+        # The way experiments.train resumes, into a live algorithm whose state moved on since the save (one
+        # engine and learner build fewer than a new algorithm).
+        algo.train()
+        assert (algo._task_cursor, algo._optimizer_steps, len(algo._replay or [])) != state
+        algo.restore_from_path(checkpoint)
+        restored = algo
     assert (restored._task_cursor, restored._optimizer_steps, len(restored._replay or [])) == state
     for name, tensor in learner_weights(restored).items():
         assert torch.equal(tensor, after[name])
@@ -70,10 +80,12 @@ def run_case(make, tmp_path, env: str, model_path: str | None, replay: str) -> N
 
 @pytest.mark.parametrize("replay", ["freshper", "on_policy", "per", "freshper_poly"])
 def test_text_env_tiny_lm(small_dapo_config, tmp_path, replay):
-    run_case(small_dapo_config, tmp_path, "freshrl/FrozenLake-v0", None, replay)
+    run_case(small_dapo_config, tmp_path, "freshrl/FrozenLake-v0", None, replay, replay == "freshper")
 
 
 def test_vision_env_tiny_vlm(small_dapo_config, tmp_path):
     from models.tiny import tiny_vlm_path
 
-    run_case(small_dapo_config, tmp_path, "freshrl/FrozenLakeVision-v0", str(tiny_vlm_path()), "freshper")
+    run_case(
+        small_dapo_config, tmp_path, "freshrl/FrozenLakeVision-v0", str(tiny_vlm_path()), "freshper", True
+    )
