@@ -1,4 +1,4 @@
-"""Ray Tune over DAPO: plain ``tune.Tuner(DAPO, param_space=config)`` and ``python -m experiments.sweep``."""
+"""Ray Tune over DAPO: ``python -m experiments.sweep``, plain ``tune.Tuner(DAPO, param_space=config)``."""
 
 from __future__ import annotations
 
@@ -13,35 +13,17 @@ from ray import tune
 
 from algorithms.dapo import DAPO
 from experiments import sweep
-from models.tiny import tiny_lm_path
 
 # Configs only: the named model (an existing directory, as --model requires) is never loaded here, and no
 # warm start is trained.
 NO_MODEL_LOAD = ["--model", str(Path(__file__).resolve().parent)]
 
 
-def test_tuner_runs_dapo_with_a_grid_over_tau_and_eps_high(small_dapo_config, tmp_path, ray_session):
-    config = small_dapo_config(model_path=str(tiny_lm_path()), eps_high=tune.grid_search([0.25]))
-    config = config.replay(mode="freshper", tau=tune.grid_search([50.0]))
-    tuner = tune.Tuner(
-        DAPO,
-        param_space=config,
-        tune_config=tune.TuneConfig(max_concurrent_trials=1),
-        run_config=tune.RunConfig(
-            storage_path=str(tmp_path), name="plain", stop={"training_iteration": 1}, verbose=0
-        ),
-    )
-    results = tuner.fit()
-    assert len(results) == 1 and not results.errors
-    result = results[0]
-    assert result.metrics["training_iteration"] == 1
-    assert result.config["tau"] == 50.0 and result.config["eps_high"] == 0.25
-    assert result.metrics["rollout/groups_sampled"] == 2
-
-
 def test_sweep_cli_writes_tune_results_tensorboard_and_summary(tmp_path, tiny_workload, ray_session):
-    # One trial: each Tune trial starts a worker process that imports torch and vLLM and starts an engine
-    # (about a minute here); the grid itself is checked by test_search_space_grid_and_random.
+    # The CLI is plain ``tune.Tuner(DAPO, param_space=config)`` with grid_search over DAPOConfig fields, the
+    # way a user writes it: this is that path's test too. One trial: each Tune trial starts a worker process
+    # that imports torch and vLLM and starts an engine (about a minute here); the grid itself is checked by
+    # test_search_space_grid_and_random.
     argv = ["--iterations", "2", "--eval-every", "2", "--tau", "50", "--eps-high", "0.28"]
     summary = sweep.main([*argv, *tiny_workload, "--storage-path", str(tmp_path), "--name", "s"])
 
