@@ -2,9 +2,9 @@
 
 The golden hashes below were computed once and checked in; they are recomputed here in this process and in
 fresh interpreters with different ``PYTHONHASHSEED`` values, so neither the global RNGs nor ``hash()``
-randomisation can change a task. They were regenerated once when splits became content-based: a
-seed now yields only tasks of its own split, which changed the tasks of some seeds, and once when the envs began to report ``info["state_key"]`` (the
-observations, rewards and oracles hashed the same without it).
+randomisation can change a task. They were regenerated when splits became content-based (a seed now
+yields only tasks of its own split, which changed the tasks of some seeds) and when the envs began to report
+``info["state_key"]`` (the observations, rewards and oracles hashed the same without it).
 """
 
 import hashlib
