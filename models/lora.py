@@ -93,10 +93,6 @@ def lora_layers(model: nn.Module) -> dict[str, nn.Module]:
     return {name: module for name, module in model.named_modules() if isinstance(module, LoraLayer)}
 
 
-def is_lora(model: nn.Module) -> bool:
-    return bool(lora_layers(model))
-
-
 def adapter_state_dict(model: nn.Module) -> dict[str, torch.Tensor]:
     """The trainable (adapter) tensors under their names in ``model.state_dict()``, as fresh CPU copies."""
     return {
