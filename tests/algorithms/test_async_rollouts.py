@@ -5,24 +5,14 @@ from __future__ import annotations
 
 import gymnasium as gym
 import pytest
+from character_renderer import CharacterRenderer
 
 import envs  # noqa: F401  (registers the envs)
 from algorithms.dapo import DAPO, DAPOConfig
 from algorithms.dapo.staleness import group_staleness, within_staleness
 from algorithms.rollout import rollout_groups
 from envs.seeds import SPLITS
-from models.chat import Segment
 from models.engine import Completion, SamplingConfig
-
-
-class TextRenderer:
-    eos_token_id = 0
-
-    def prompt(self, observation) -> Segment:
-        return Segment([ord(c) for c in str(observation)])
-
-    def continuation(self, observation, ended_with_eos: bool) -> Segment:
-        return Segment([ord(c) for c in str(observation)])
 
 
 class NonsenseEngine:
@@ -36,7 +26,7 @@ def test_every_turn_records_the_policy_version_that_produced_it():
     env_list = [gym.make("freshrl/FrozenLake-v0", max_turns=3) for _ in range(2)]
     (group,) = rollout_groups(
         NonsenseEngine(),
-        TextRenderer(),
+        CharacterRenderer(),
         env_list,
         [SPLITS["train"][0]],
         2,
@@ -53,7 +43,7 @@ def test_every_turn_records_the_policy_version_that_produced_it():
 def test_oldest_policy_version_is_the_oldest_turn():
     (group,) = rollout_groups(
         NonsenseEngine(),
-        TextRenderer(),
+        CharacterRenderer(),
         [gym.make("freshrl/FrozenLake-v0", max_turns=2)],
         [SPLITS["train"][0]],
         1,
@@ -72,7 +62,7 @@ def recorded_group(*turn_versions: list[int]) -> list:
     """A group of trajectories whose turns were produced by the given policy versions."""
     (group,) = rollout_groups(
         NonsenseEngine(),
-        TextRenderer(),
+        CharacterRenderer(),
         [gym.make("freshrl/FrozenLake-v0", max_turns=2) for _ in turn_versions],
         [SPLITS["train"][0]],
         len(turn_versions),

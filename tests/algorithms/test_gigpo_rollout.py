@@ -5,27 +5,15 @@ from __future__ import annotations
 
 import gymnasium as gym
 import pytest
+from character_renderer import CharacterRenderer
 
 import envs  # noqa: F401  (registers the envs)
 import examples.guess_number  # noqa: F401  (registers examples/GuessNumber-v0, which reports no state keys)
 from algorithms.rollout import rollout_groups
 from envs.seeds import SPLITS
-from models.chat import Segment
 from models.engine import Completion, SamplingConfig
 
 ANSWERS = ["<answer>Right</answer>", "<answer>Down, Left</answer>", "no moves here", "<answer>Up</answer>"]
-
-
-class TextRenderer:
-    """Each character of a message is one token (its code point)."""
-
-    eos_token_id = 0
-
-    def prompt(self, observation) -> Segment:
-        return Segment([ord(c) for c in str(observation)])
-
-    def continuation(self, observation, ended_with_eos: bool) -> Segment:
-        return Segment([ord(c) for c in str(observation)])
 
 
 class CyclingEngine:
@@ -69,7 +57,7 @@ def test_recorded_keys_are_the_env_s_turn_by_turn(env_id):
     env_list = [gym.make(env_id, max_turns=4) for _ in range(group_size)]
     (group,) = rollout_groups(
         CyclingEngine(),
-        TextRenderer(),
+        CharacterRenderer(),
         env_list,
         [seed],
         group_size,
@@ -90,7 +78,7 @@ def test_an_env_without_state_keys_records_none_per_turn():
     env_list = [gym.make("examples/GuessNumber-v0", max_turns=3) for _ in range(2)]
     (group,) = rollout_groups(
         CyclingEngine(),
-        TextRenderer(),
+        CharacterRenderer(),
         env_list,
         [SPLITS["train"][0]],
         2,

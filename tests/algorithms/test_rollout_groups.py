@@ -4,26 +4,14 @@ budget stops it."""
 from __future__ import annotations
 
 import gymnasium as gym
+from character_renderer import CharacterRenderer
 
 import envs  # noqa: F401  (registers the envs)
 from algorithms.rollout import rollout_groups
 from envs.seeds import SPLITS
-from models.chat import Segment
 from models.engine import Completion, SamplingConfig
 
 EOS = 0
-
-
-class TextRenderer:
-    """Each character of a message is one token (its code point); enough to compare what the policy saw."""
-
-    eos_token_id = EOS
-
-    def prompt(self, observation) -> Segment:
-        return Segment([ord(c) for c in str(observation)])
-
-    def continuation(self, observation, ended_with_eos: bool) -> Segment:
-        return Segment([ord(c) for c in str(observation)])
 
 
 class ScriptedEngine:
@@ -51,7 +39,7 @@ def test_slippery_members_share_the_task_but_not_their_luck():
     engine = ScriptedEngine("<answer>Down</answer>", 4)
     (group,) = rollout_groups(
         engine,
-        TextRenderer(),
+        CharacterRenderer(),
         env_list,
         [seed],
         group_size,
@@ -71,7 +59,7 @@ def test_episode_stops_at_its_response_budget():
     nonsense = ScriptedEngine("no moves here", 10)  # never ends the episode: reprompted every turn
     (group,) = rollout_groups(
         nonsense,
-        TextRenderer(),
+        CharacterRenderer(),
         env_list,
         [seed],
         2,
@@ -86,7 +74,7 @@ def test_episode_stops_at_its_response_budget():
     # By default the budget is what the turn limit allows: max_tokens x max_turns.
     (group,) = rollout_groups(
         ScriptedEngine("no moves here", 10),
-        TextRenderer(),
+        CharacterRenderer(),
         env_list,
         [seed],
         2,
@@ -102,7 +90,7 @@ def test_invalid_turns_are_counted():
     env_list = [gym.make("freshrl/FrozenLake-v0", max_turns=3) for _ in range(2)]
     (group,) = rollout_groups(
         ScriptedEngine("no moves here", 4),
-        TextRenderer(),
+        CharacterRenderer(),
         env_list,
         [seed],
         2,
@@ -112,7 +100,7 @@ def test_invalid_turns_are_counted():
     assert [(t.num_turns, t.invalid_turns) for t in group] == [(3, 3), (3, 3)]
     (group,) = rollout_groups(
         ScriptedEngine("<answer>Down</answer>", 6),
-        TextRenderer(),
+        CharacterRenderer(),
         env_list,
         [seed],
         2,

@@ -6,22 +6,12 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import gymnasium as gym
+from character_renderer import CharacterRenderer
 
 import envs  # noqa: F401  (registers the envs)
 from algorithms.env_runner import MultiTurnEnvRunner
 from envs.seeds import SPLITS
-from models.chat import Segment
 from models.engine import Completion
-
-
-class TextRenderer:
-    eos_token_id = 0
-
-    def prompt(self, observation) -> Segment:
-        return Segment([ord(c) for c in str(observation)])
-
-    def continuation(self, observation, ended_with_eos: bool) -> Segment:
-        return Segment([ord(c) for c in str(observation)])
 
 
 class CountingEngine:
@@ -51,7 +41,7 @@ def test_sample_groups_releases_the_kv_cache_after_the_rollout():
             max_context_tokens=4096,
             max_trajectory_response_tokens=None,
         ),
-        module=SimpleNamespace(engine=CountingEngine(), renderer=TextRenderer()),
+        module=SimpleNamespace(engine=CountingEngine(), renderer=CharacterRenderer()),
         _envs=[gym.make("freshrl/FrozenLake-v0", max_turns=2) for _ in range(group_size)],
         _ensure_envs=lambda count: None,
     )
