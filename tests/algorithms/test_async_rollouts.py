@@ -1,10 +1,12 @@
 """Async rollouts (rollout_mode="async"): per-turn policy versions, the config's checks, and a real run with
-one remote EnvRunner in which no group older than max_staleness reaches the learner's fresh pass."""
+one remote EnvRunner in which no group older than max_staleness reaches the learner's fresh pass and which
+resumes from a checkpoint without losing the batch in flight."""
 
 from __future__ import annotations
 
 import gymnasium as gym
 import pytest
+import torch
 from character_renderer import CharacterRenderer
 
 import envs  # noqa: F401  (registers the envs)
@@ -132,9 +134,36 @@ def async_config(make, **training) -> DAPOConfig:
     ).env_runners(num_env_runners=1, create_local_env_runner=False)
 
 
-def test_async_run_never_trains_fresh_on_groups_past_max_staleness(
-    small_dapo_config, ray_session, monkeypatch
+# Metrics of an iteration that do not depend on timing.
+COMPARED = (
+    "rollout/reward_mean",
+    "rollout/response_length_mean",
+    "rollout/groups_sampled",
+    "rollout/staleness_max",
+    "rollout/groups_dropped_stale",
+)
+COMPARED_LEARNER = ("train/loss", "train/grad_norm", "train/tokens", "train/optimizer_steps_fresh")
+
+
+def summary(result) -> dict[str, float]:
+    values = {key: result[key] for key in COMPARED}
+    values.update({key: result["learners"][key] for key in COMPARED_LEARNER})
+    return values
+
+
+def weights(algo: DAPO) -> dict[str, torch.Tensor]:
+    state = algo.learner_group.get_state(components="learner/rl_module")
+    return state["learner"]["rl_module"]["default_policy"]
+
+
+def test_async_run_bounds_staleness_and_resumes_with_its_batch_in_flight(
+    small_dapo_config, ray_session, monkeypatch, tmp_path
 ):
+    """A real async run of 4 iterations never trains fresh on a group older than max_staleness, and takes a
+    checkpoint after 2 on its way (saving must change nothing of the run). A new algorithm restored from it
+    ends its next iteration where the run did (same metrics, same weights bitwise on CPU): the checkpoint
+    waits for the batch launched during the last update and stores its groups, so nothing in flight is
+    lost."""
     seen: list[tuple[str, int, list[int], list[list[int]]]] = []
     learn = DAPO._learn
 
@@ -150,10 +179,16 @@ def test_async_run_never_trains_fresh_on_groups_past_max_staleness(
         return learn(self, trajectories, weights, tag)
 
     monkeypatch.setattr(DAPO, "_learn", recording_learn)
-    algo = async_config(small_dapo_config).build_algo()
+    config = async_config(small_dapo_config)
+    algo = config.build_algo()
     algo._sampler.metric = informative_unless_group_1
     try:
-        results = [algo.train() for _ in range(4)]
+        results = [algo.train() for _ in range(2)]
+        assert algo._in_flight is not None, "async mode has the next batch in flight at the checkpoint"
+        checkpoint = algo.save_to_path(str(tmp_path / "checkpoint"))
+        results.append(algo.train())
+        weights_after_3 = {k: v.clone() for k, v in weights(algo).items()}
+        results.append(algo.train())
     finally:
         algo.stop()
 
@@ -173,3 +208,15 @@ def test_async_run_never_trains_fresh_on_groups_past_max_staleness(
     assert results[2]["rollout/groups_dropped_stale"] == 1
     assert all(r["rollout/groups_lost"] == 0 for r in results)
     assert all(r["learners"]["train/optimizer_steps_fresh"] >= 1 for r in results)
+
+    resumed = config.build_algo()
+    resumed._sampler.metric = informative_unless_group_1
+    try:
+        resumed.restore_from_path(checkpoint)
+        assert resumed._in_flight is not None and resumed._in_flight.collected
+        got = summary(resumed.train())
+        got_weights = weights(resumed)
+    finally:
+        resumed.stop()
+    assert got == summary(results[2])
+    assert all(torch.equal(got_weights[k], weights_after_3[k]) for k in weights_after_3)
