@@ -45,10 +45,7 @@ def collate(
         loss_mask[row, :n] = trajectory.loss_mask
         logp_old[row, :n] = trajectory.behaviour_logprobs
         if per_turn:
-            for (start, end), advantage in zip(
-                trajectory.response_spans, trajectory.advantages_by_turn, strict=True
-            ):
-                token_advantages[row, start:end] = advantage
+            token_advantages[row, :n] = turn_token_advantages(trajectory)
     advantages = (
         torch.from_numpy(token_advantages[:, 1:].copy())
         if per_turn
@@ -70,3 +67,13 @@ def collate(
             raise ValueError("trajectories carry images but no image processor was given to collate()")
         batch.update(image_inputs(images))
     return {key: value.to(device) for key, value in batch.items()}
+
+
+def turn_token_advantages(trajectory: Trajectory) -> np.ndarray:
+    """[len(token_ids)] each response token its turn's advantage (``advantages_by_turn``), 0 elsewhere: what
+    the loss sees on the trajectory's response tokens, indexed by token (the loss's tensors start at token 1,
+    so ``[1:]`` lines up with them)."""
+    values = np.zeros(len(trajectory.token_ids), dtype=np.float32)
+    for (start, end), advantage in zip(trajectory.response_spans, trajectory.advantages_by_turn, strict=True):
+        values[start:end] = advantage
+    return values

@@ -14,6 +14,7 @@ from typing import Any
 from ray.rllib.algorithms.algorithm_config import AlgorithmConfig, NotProvided
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 
+from algorithms.dapo.entropy_guard import ENTROPY_GUARDS
 from algorithms.dapo.gigpo import ADVANTAGE_MODES
 from algorithms.dapo.groups import DYNAMIC_SAMPLING_METRICS
 from algorithms.dapo.loss import LOSS_AGG_MODES
@@ -141,6 +142,24 @@ class DAPOConfig(AlgorithmConfig):
         self.tis_cap = 2.0  # C; verl's rollout_is_threshold example and the TIS post (Yao et al., 2025)
         self.loss_agg_mode = "token-mean"  # DAPO section 3.3, Eq. 12
         self.kl_coef = 0.0  # DAPO section 2.3 removes the KL term
+        # Entropy guard (docs/entropy_guard.md, algorithms/dapo/entropy_guard.py): "clip_cov" or "kl_cov" hold
+        # back the few tokens whose log-probability covaries most with their advantage, which drive the
+        # entropy collapse (Cui et al., 2025, arXiv 2505.22617, section 4); "none", the default, leaves the
+        # loss as DAPO's until a measurement says otherwise.
+        self.entropy_guard = "none"
+        # Clip-Cov: r, the fraction of the step's response tokens detached, drawn among those whose covariance
+        # lies in (omega_low, omega_high) = (clip_cov_low, clip_cov_high). 2e-4, 1 and 5: the paper's
+        # settings and verl's defaults alike (policy_loss.clip_cov_ratio, clip_cov_lb, clip_cov_ub).
+        self.clip_cov_ratio = 2e-4
+        self.clip_cov_low = 1.0
+        self.clip_cov_high = 5.0
+        # KL-Cov: k, the fraction of the step's response tokens of largest covariance, and beta, the weight of
+        # their penalty |logp - logp_old|. The paper's: k = 2e-3 for Qwen2.5-7B (2e-4 for 32B) and beta = 1,
+        # as verl's recipe/entropy scripts (kl_cov_ratio=0.002, ppo_kl_coef=1). verl's config defaults
+        # (kl_cov_ratio 2e-4, ppo_kl_coef 0.1) come with no source; the paper's smaller model's k is the
+        # nearer to the models here.
+        self.kl_cov_ratio = 2e-3
+        self.kl_cov_coef = 1.0
         self.advantage_eps = 1e-6
         # (R - mean) / (std + eps), DAPO Eq. 9; False: Dr. GRPO's R - mean (Liu et al., 2025, section 3.1),
         # which with loss_agg_mode="seq-mean-token-sum-norm" is the whole of Dr. GRPO's objective.
@@ -288,6 +307,12 @@ class DAPOConfig(AlgorithmConfig):
         tis_cap: float = NotProvided,
         loss_agg_mode: str = NotProvided,
         kl_coef: float = NotProvided,
+        entropy_guard: str = NotProvided,
+        clip_cov_ratio: float = NotProvided,
+        clip_cov_low: float = NotProvided,
+        clip_cov_high: float = NotProvided,
+        kl_cov_ratio: float = NotProvided,
+        kl_cov_coef: float = NotProvided,
         advantage_eps: float = NotProvided,
         advantage_std_normalize: bool = NotProvided,
         advantage: str = NotProvided,
@@ -544,7 +569,7 @@ class DAPOConfig(AlgorithmConfig):
                 "max_response_tokens must be < max_context_tokens",
             ),
         ]
-        for ok, message in checks + self._evaluation_checks() + self._lora_checks():
+        for ok, message in checks + self._evaluation_checks() + self._lora_checks() + self._guard_checks():
             if not ok:
                 raise ValueError(f"DAPOConfig: {message}")
         # Resolved here, in the driver, before any learner or EnvRunner exists: they get copies of this
@@ -577,6 +602,35 @@ class DAPOConfig(AlgorithmConfig):
                 "evaluation runs on the training EnvRunners (no second vLLM engine): set "
                 "evaluation_num_env_runners=0 and evaluation_parallel_to_training=False, got "
                 f"{self.evaluation_num_env_runners} and {self.evaluation_parallel_to_training}",
+            ),
+        ]
+
+    def _guard_checks(self) -> list[tuple[bool, str]]:
+        low, high = self.clip_cov_low, self.clip_cov_high
+        return [
+            (
+                self.entropy_guard in ENTROPY_GUARDS,
+                f"entropy_guard must be one of {ENTROPY_GUARDS}, got {self.entropy_guard!r}",
+            ),
+            (
+                _is_number(self.clip_cov_ratio) and 0 < self.clip_cov_ratio <= 1,
+                "clip_cov_ratio (Clip-Cov's r, the fraction of the step's response tokens detached) must be "
+                f"in (0, 1], got {self.clip_cov_ratio!r}",
+            ),
+            (
+                _is_number(low) and _is_number(high) and -math.inf < low < high < math.inf,
+                "clip_cov_low < clip_cov_high must be finite numbers (Clip-Cov's covariance band "
+                f"(omega_low, omega_high)), got {low!r} and {high!r}: swap them or widen the band",
+            ),
+            (
+                _is_number(self.kl_cov_ratio) and 0 < self.kl_cov_ratio <= 1,
+                "kl_cov_ratio (KL-Cov's k, the fraction of the step's response tokens penalised) must be in "
+                f"(0, 1], got {self.kl_cov_ratio!r}",
+            ),
+            (
+                _is_number(self.kl_cov_coef) and 0 < self.kl_cov_coef < math.inf,
+                f"kl_cov_coef (KL-Cov's beta) must be a finite number > 0, got {self.kl_cov_coef!r} (for no "
+                "guard, set entropy_guard='none')",
             ),
         ]
 

@@ -19,7 +19,8 @@ import torch
 from ray.rllib.core.learner.torch.torch_learner import TorchLearner
 from ray.rllib.core.rl_module.rl_module import RLModule
 
-from algorithms.dapo.collate import collate
+from algorithms.dapo.collate import collate, turn_token_advantages
+from algorithms.dapo.entropy_guard import GuardedTokens, select_tokens
 from algorithms.dapo.loss import LossConfig, loss_normalizer, policy_loss
 from algorithms.dapo.overlong import is_overlong, overlong_filter_mask
 from algorithms.trajectory import Trajectory
@@ -33,6 +34,8 @@ class DAPOTorchLearner(TorchLearner):
         self.iteration = 0  # of the current update (update_from_trajectories)
         self._learner_logp_old: dict[int, torch.Tensor] | None = None
         self._shuffle_rng = np.random.default_rng(self.config.seed)
+        # Clip-Cov's draws: a stream of its own, so that the guard leaves the shuffle as it was.
+        self._guard_rng = np.random.default_rng(np.random.SeedSequence(self.config.seed).spawn(1)[0])
         self._image_inputs = None
         self._pad_token_id = 0
         policy = self._policy()
@@ -127,6 +130,8 @@ class DAPOTorchLearner(TorchLearner):
         positions, stand_in = learner_shard(len(candidates), self._learner_index, world)
         shard, stand_in = [candidates[p] for p in positions], stand_in or not trained
         self.metrics.log_value("train/skipped_rows", len(minibatch) - len(trained), reduce="sum")
+        guarded = self._guarded_tokens(minibatch, trained, masks, loss_cfg)
+        guard_rows = {i: position for position, i in enumerate(trained)}
         # A group's samples side by side, so a micro-batch shares its prompt (DAPOConfig.share_prefix). The
         # order of a minibatch's rows does not change its gradient.
         shard.sort(key=lambda i: minibatch[i].group_id)
@@ -155,6 +160,9 @@ class DAPOTorchLearner(TorchLearner):
                 if self._learner_logp_old is not None:
                     logp_sampler = logp_old
                     logp_old = self._padded_learner_logp_old([minibatch[i] for i in rows], logp_sampler)
+                guard_tokens = None
+                if guarded is not None:
+                    guard_tokens = guarded.batch([guard_rows.get(i) for i in rows], like=mask)
                 loss, metrics = policy_loss(
                     out["logp"],
                     logp_old,
@@ -165,6 +173,7 @@ class DAPOTorchLearner(TorchLearner):
                     weights=batch["weights"],
                     logp_ref=logp_ref,
                     logp_sampler=logp_sampler,
+                    guard_tokens=guard_tokens,
                 )
                 (loss * (0.0 if stand_in else world)).backward()
             if stand_in:
@@ -183,6 +192,10 @@ class DAPOTorchLearner(TorchLearner):
                 sums["mismatch_ratio_max"] = max(
                     sums.get("mismatch_ratio_max", -math.inf), float(metrics["mismatch_ratio_max"])
                 )
+            if "entropy_guard_penalty" in metrics:
+                guarded_here = float(metrics["entropy_guard_tokens"])
+                _accumulate(sums, "guard_tokens", guarded_here)
+                _accumulate(sums, "guard_penalty", float(metrics["entropy_guard_penalty"]) * guarded_here)
             valid = mask.bool()
             _accumulate(sums, "entropy", float(out["entropy"].detach()[valid].sum()))
             _accumulate(sums, "mean_token_prob", float(out["logp"].detach()[valid].exp().sum()))
@@ -226,6 +239,8 @@ class DAPOTorchLearner(TorchLearner):
                     log(f"train/{name}_{tag}", sums[name] / tokens, reduce="mean")
                 log(f"train/mismatch_ratio_min_{tag}", sums["mismatch_ratio_min"], reduce="min")
                 log(f"train/mismatch_ratio_max_{tag}", sums["mismatch_ratio_max"], reduce="max")
+        if sums.get("guard_tokens", 0.0) > 0:  # KL-Cov: the mean penalty of the tokens it acted on here
+            log("entropy_guard/kl_penalty", sums["guard_penalty"] / sums["guard_tokens"], reduce="mean")
         log("train/optimizer_steps_lifetime", 1, reduce="lifetime_sum")
 
     # ------------------------------------------------------------------------------------------------
@@ -235,6 +250,30 @@ class DAPOTorchLearner(TorchLearner):
         warmup = self.config.warmup_steps
         scale = 1.0 if warmup <= 0 else min(1.0, (self.iteration + 1) / warmup)
         return self.config.lr * scale
+
+    def _guarded_tokens(
+        self, minibatch: Sequence[Trajectory], trained: Sequence[int], masks: Sequence[torch.Tensor], loss_cfg
+    ) -> GuardedTokens | None:
+        """The entropy guard's tokens for one optimizer step (entropy_guard.py), from what is known before
+        its first micro-batch: the rows it trains on (``trained``, indices into ``minibatch``), their
+        effective masks, advantages and pi_old (the learner's recomputed one with the mismatch correction on,
+        else the sampler's). Every learner computes it for the whole minibatch, so all draw the same tokens;
+        the step's ``entropy_guard/...`` statistics are logged here."""
+        if loss_cfg.entropy_guard is None:
+            return None
+        logp_old, advantages, row_masks = [], [], []
+        for i in trained:
+            trajectory = minibatch[i]
+            if self._learner_logp_old is not None:
+                logp_old.append(self._learner_logp_old[id(trajectory)].float().cpu().numpy())
+            else:
+                logp_old.append(np.asarray(trajectory.behaviour_logprobs[1:], dtype=np.float32))
+            advantages.append(turn_token_advantages(trajectory)[1:])
+            row_masks.append(masks[i][0].numpy())
+        guarded = select_tokens(logp_old, advantages, row_masks, loss_cfg.entropy_guard, self._guard_rng)
+        for name, value in guarded.metrics.items():
+            self.metrics.log_value(name, value, reduce="mean")
+        return guarded
 
     def _response_budget(self, trajectories: Sequence[Trajectory]) -> int:
         """L of ``seq-mean-token-sum-norm`` (Dr. GRPO): what one trajectory may generate, all turns together,
@@ -337,6 +376,7 @@ class DAPOTorchLearner(TorchLearner):
         state["dapo"] = {
             "optimizer_steps": self.optimizer_steps,
             "shuffle_rng": self._shuffle_rng.bit_generator.state,
+            "guard_rng": self._guard_rng.bit_generator.state,
         }
         return state
 
@@ -345,6 +385,8 @@ class DAPOTorchLearner(TorchLearner):
         if "dapo" in state:
             self.optimizer_steps = state["dapo"]["optimizer_steps"]
             self._shuffle_rng.bit_generator.state = state["dapo"]["shuffle_rng"]
+            if "guard_rng" in state["dapo"]:  # checkpoints written before the entropy guard have none
+                self._guard_rng.bit_generator.state = state["dapo"]["guard_rng"]
 
 
 def learner_shard(num_rows: int, learner_index: int, num_learners: int) -> tuple[list[int], bool]:

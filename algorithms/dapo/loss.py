@@ -4,6 +4,8 @@ Per response token t of sequence i, with ratio r = exp(logp - logp_old) against 
 
     L_it = -min(r * A_i, clip(r, 1 - eps_low, 1 + eps_high) * A_i)      Clip-Higher (Eq. 8/10)
     L_it = min(L_it, -c * A_i)  if A_i < 0 and dual_clip_c = c           dual clip (Ye et al., 2020; verl)
+    L_it = 0 (Clip-Cov) or L_it + beta |logp - logp_old| (KL-Cov)       on the entropy guard's tokens (Cui
+                                                                         et al., 2025; entropy_guard.py)
     L_it *= min(exp(logp_old - logp_sampler), C)  when logp_sampler given  truncated IS (TIS), detached
     L_it += kl_coef * (exp(ref - logp) - (ref - logp) - 1)              k3 KL to a frozen reference (GRPO)
 
@@ -17,7 +19,8 @@ and the step loss sums w_i * L_it over the optimizer step and divides by one ste
 Because every micro-batch divides by the normalizer of the whole step, summing the losses of the micro-batches
 (gradient accumulation) gives the full-step loss and gradient however the step is split (verl's legacy actor,
 which divides each micro-batch by its own token count, and TRL's GRPOTrainer with steps_per_generation !=
-gradient_accumulation_steps got this wrong). Sequences must not be split across micro-batches.
+gradient_accumulation_steps got this wrong). Sequences must not be split across micro-batches. The entropy
+guard's tokens are chosen once for the whole step (entropy_guard.py), so it keeps this property.
 
 Engine/learner mismatch correction (truncated importance sampling, TIS: Yao et al. 2025, "Your efficient
 RL framework secretly brings you off-policy RL training"; verl's rollout_is, token level, truncate mode):
@@ -45,6 +48,8 @@ from typing import TYPE_CHECKING
 import torch
 from torch import Tensor
 
+from algorithms.dapo.entropy_guard import EntropyGuardConfig, guard_token_losses
+
 if TYPE_CHECKING:
     from algorithms.dapo.config import DAPOConfig
 
@@ -67,6 +72,7 @@ class LossConfig:
     tis_cap: C of the mismatch weight min(pi_old_learner / pi_sampler, C), used when ``logp_sampler`` is
         given; >= 1 so that matching logprobs keep weight 1 (verl's rollout_is_threshold example and the
         TIS post, Yao et al., 2025, use 2.0).
+    entropy_guard: Clip-Cov's or KL-Cov's settings (entropy_guard.py), or None for no guard.
     """
 
     eps_low: float
@@ -76,6 +82,7 @@ class LossConfig:
     kl_coef: float
     max_response_tokens: int | None
     tis_cap: float
+    entropy_guard: EntropyGuardConfig | None
 
     @classmethod
     def from_config(cls, config: DAPOConfig) -> LossConfig:
@@ -88,6 +95,7 @@ class LossConfig:
             kl_coef=config.kl_coef,
             max_response_tokens=config.max_response_tokens,
             tis_cap=config.tis_cap,
+            entropy_guard=EntropyGuardConfig.from_config(config),
         )
 
 
@@ -130,6 +138,7 @@ def policy_loss(
     weights: Tensor | None = None,
     logp_ref: Tensor | None = None,
     logp_sampler: Tensor | None = None,
+    guard_tokens: Tensor | None = None,
 ) -> tuple[Tensor, dict[str, Tensor]]:
     """One micro-batch's contribution to the step loss, and its detached metrics.
 
@@ -138,7 +147,9 @@ def policy_loss(
     weights of replayed sequences, multiplying each sequence's whole loss (KL term included). normalizer:
     :func:`loss_normalizer` of the whole optimizer step. logp_ref is required when ``cfg.kl_coef > 0``.
     logp_sampler: [B, T] the rollout engine's logprobs of the sampled tokens; given, ``logp_old`` must be the
-    learner's recomputed ones and the truncated mismatch weight applies (module docstring).
+    learner's recomputed ones and the truncated mismatch weight applies (module docstring). guard_tokens:
+    [B, T] bool, the tokens of this micro-batch the step's entropy guard selected
+    (``entropy_guard.select_tokens``); required exactly when ``cfg.entropy_guard`` is set.
 
     Metrics, over this micro-batch's response tokens: clipfrac_low / clipfrac_high (fraction of tokens whose
     gradient the low / high clip removes: A < 0 and r < 1 - eps_low / A > 0 and r > 1 + eps_high),
@@ -146,10 +157,13 @@ def policy_loss(
     kl_ref (when logp_ref is given), pg_loss (the policy-gradient part of the returned loss) and tokens. With
     logp_sampler: mismatch_kl (k3 estimate of KL(sampler || learner) from the sampled tokens),
     mismatch_ratio_min / mismatch_ratio_max (pi_old_learner / pi_sampler before truncation) and tis_clip_frac
-    (fraction of tokens whose weight the cap truncates). Without response tokens the fractions and KLs are 0
-    and the ratio statistics 1.
+    (fraction of tokens whose weight the cap truncates). With an entropy guard: entropy_guard_tokens (the
+    guarded response tokens) and, for KL-Cov, entropy_guard_penalty (beta |logp - logp_old| averaged over
+    them). Without response tokens the fractions and KLs are 0 and the ratio statistics 1.
     """
-    mask = _check_inputs(logp, logp_old, advantages, mask, weights, logp_ref, logp_sampler, normalizer, cfg)
+    mask = _check_inputs(
+        logp, logp_old, advantages, mask, weights, logp_ref, logp_sampler, guard_tokens, normalizer, cfg
+    )
     zero = logp.new_zeros(())
     if advantages.dim() == 1:
         advantages = advantages[:, None].expand_as(logp)
@@ -168,6 +182,9 @@ def policy_loss(
         pg_loss3 = -adv * cfg.dual_clip_c
         dual_clipped = (adv < 0) & (pg_loss3 < pg_losses)  # strict: at r == c the token keeps its gradient
         pg_losses = torch.where(dual_clipped, pg_loss3, pg_losses)
+    if cfg.entropy_guard is not None:
+        guarded = guard_tokens.bool() & mask
+        pg_losses, guard_penalty = guard_token_losses(pg_losses, log_ratio, guarded, cfg.entropy_guard)
     mismatch_log_ratio = None
     if logp_sampler is not None:
         mismatch_log_ratio = logp_old - torch.where(mask, logp_sampler.to(logp.dtype), zero)
@@ -203,6 +220,10 @@ def policy_loss(
         }
         if kl_ref is not None:
             metrics["kl_ref"] = kl_ref.sum() / n
+        if cfg.entropy_guard is not None:
+            metrics["entropy_guard_tokens"] = guarded.sum()
+            if cfg.entropy_guard.mode == "kl_cov":
+                metrics["entropy_guard_penalty"] = guard_penalty.sum() / guarded.sum().clamp(min=1)
         if mismatch_log_ratio is not None:
             metrics["mismatch_kl"] = ((mismatch_ratio - 1.0) - mismatch_log_ratio).sum() / n
             metrics["mismatch_ratio_min"] = torch.where(
@@ -231,13 +252,20 @@ def _check_inputs(
     weights: Tensor | None,
     logp_ref: Tensor | None,
     logp_sampler: Tensor | None,
+    guard_tokens: Tensor | None,
     normalizer: float,
     cfg: LossConfig,
 ) -> Tensor:
     """Validate shapes and arguments; return the mask as bool."""
     if logp.dim() != 2:
         raise ValueError(f"logp must be [B, T], got shape {tuple(logp.shape)}")
-    inputs = (("logp_old", logp_old), ("mask", mask), ("logp_ref", logp_ref), ("logp_sampler", logp_sampler))
+    inputs = (
+        ("logp_old", logp_old),
+        ("mask", mask),
+        ("logp_ref", logp_ref),
+        ("logp_sampler", logp_sampler),
+        ("guard_tokens", guard_tokens),
+    )
     for name, x in inputs:
         if x is not None and x.shape != logp.shape:
             raise ValueError(f"{name} must have the shape of logp {tuple(logp.shape)}, got {tuple(x.shape)}")
@@ -249,6 +277,12 @@ def _check_inputs(
         raise ValueError(f"weights must be [B] = {tuple(logp.shape[:1])}, got {tuple(weights.shape)}")
     if cfg.kl_coef > 0 and logp_ref is None:
         raise ValueError("cfg.kl_coef > 0 needs logp_ref")
+    if (cfg.entropy_guard is None) != (guard_tokens is None):
+        given = "None" if guard_tokens is None else "given"
+        raise ValueError(
+            "guard_tokens (entropy_guard.select_tokens) must be given exactly when cfg.entropy_guard is set, "
+            f"got entropy_guard={cfg.entropy_guard} and guard_tokens {given}"
+        )
     if not normalizer > 0:
         raise ValueError(f"normalizer must be > 0, got {normalizer}")
     return mask if mask.dtype == torch.bool else mask != 0

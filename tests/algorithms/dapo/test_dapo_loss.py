@@ -20,6 +20,7 @@ DAPO_LOSS = {
     "kl_coef": 0.0,
     "max_response_tokens": None,
     "tis_cap": 2.0,
+    "entropy_guard": None,
 }
 
 
