@@ -48,6 +48,7 @@ from experiments.common.run_options import (
     check_env_id,
     settings_from_args,
 )
+from experiments.common.significance import change_sentence, success_change
 from experiments.common.training_metrics import MOSTLY_UNTRAINED_SHARE, flatten, pick, trained_nothing
 
 PROG = "python -m experiments.train"
@@ -174,6 +175,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         evaluations[len(rows)] = algo.evaluate_policy()
     after = evaluations[len(rows)]
     print(f"success after:  {_success_line(after)}")
+    print(change_sentence(before, after))
     checkpoint = algo.save_to_path(str((output / "checkpoint").resolve()))
     mostly_untrained = untrained > MOSTLY_UNTRAINED_SHARE * len(rows)
     warning = f"{untrained} of {len(rows)} iterations trained nothing" if mostly_untrained else None
@@ -191,6 +193,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "evaluation_interval": config.evaluation_interval,
         "before": before,
         "after": after,
+        "change": success_change(before, after),
         "evaluations": [{"iteration": i, **metrics} for i, metrics in sorted(evaluations.items())],
         "iterations_without_training": untrained,
         "mostly_untrained": mostly_untrained,

@@ -145,7 +145,7 @@ def test_sweep_and_compare_runs_are_quick_without_settings_file():
         assert args.run.iterations == 3
         assert (args.config.evaluation_num_tasks, args.config.evaluation_interval) == (16, 1)
     settings = ["--settings", str(SETTINGS_DIR / "frozen_lake.yaml"), "--model", NOT_LOADED]
-    assert sweep.parse_args(settings).run.iterations == 20
+    assert sweep.parse_args(settings).run.iterations == 40
 
 
 def test_validate_is_the_one_place_that_rejects_a_bad_value():

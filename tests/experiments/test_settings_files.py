@@ -44,7 +44,7 @@ def test_an_extra_settings_file_for_a_model_is_found_for_that_model(tmp_path, mo
     assert run_config.default_settings_file("freshrl/FrozenLake-v0", "/a/dir").name == "frozen_lake.yaml"
     args = train.parse_args(["--model", "smollm2"])
     assert args.run.iterations == 7 and build_config(args.run).lr == 2.0e-6
-    assert train.parse_args(["--model", NOT_LOADED]).run.iterations == 20
+    assert train.parse_args(["--model", NOT_LOADED]).run.iterations == 40
 
 
 @pytest.mark.parametrize("path", SETTINGS_FILES, ids=lambda path: path.stem)

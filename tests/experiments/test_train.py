@@ -40,6 +40,7 @@ def test_train_writes_results_and_resumes(tmp_path, ray_session):
     saved = json.loads((first / "summary.json").read_text())
     assert saved == json.loads(json.dumps(summary))
     assert saved["before"]["num_episodes"] == saved["after"]["num_episodes"] == 4
+    assert saved["change"]["difference"] == saved["after"]["success"] - saved["before"]["success"]
     after = saved["after"]
     assert 0.0 <= after["success_ci95_low"] <= after["success"] <= after["success_ci95_high"] <= 1.0
     assert {"pass@1", "return_mean", "format_valid_rate", "turns_mean", "response_length_mean"} <= set(after)
