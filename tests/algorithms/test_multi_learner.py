@@ -1,7 +1,8 @@
 """Two learners through RLlib's LearnerGroup (``config.learners(num_learners=2)``: two Learner actors, torch
 DDP over gloo on CPU) make the same update as one local learner: the weights after the same passes agree to
 float tolerance, on both ranks, including a mini-batch of one trajectory (fewer rows than learners: the second
-rank runs its zero-weight stand-in)."""
+rank runs its zero-weight stand-in, and no collective waits for a backward that never runs); train/loss is
+the whole step's on every rank, the ranks' token counts are their shards' and they step in lockstep."""
 
 from __future__ import annotations
 
@@ -68,24 +69,34 @@ def learner_weights(learner_group) -> list[torch.Tensor]:
     return [call.get() for call in learner_group.foreach_learner(flat_weights)]
 
 
-def run_passes(learner_group) -> tuple[list[list[float]], list[torch.Tensor]]:
-    """Every pass on every learner; the whole step's loss of each pass per learner, and each learner's
-    weights after the last."""
-    losses = []
+def run_passes(learner_group) -> tuple[list[list[dict[str, float]]], list[torch.Tensor]]:
+    """Every pass on every learner: per pass, each learner's loss, tokens and optimizer steps; and each
+    learner's weights after the last."""
+
+    def pass_summary(learner, trajectories, weights) -> dict[str, float]:
+        # The whole step's loss, the tokens this learner trained on, its optimizer steps so far (nested: the
+        # learner actors cannot import tests).
+        results = learner.update_from_trajectories(trajectories, weights)
+        tokens = results["train/tokens"].peek() if "train/tokens" in results else 0.0
+        return {
+            "loss": float(results["train/loss"].peek()),
+            "tokens": float(tokens),
+            "steps": learner.optimizer_steps,
+        }
+
+    summaries = []
     for trajectories, weights in PASSES:
         calls = learner_group.foreach_learner(
-            lambda learner, t=trajectories, w=weights: learner.update_from_trajectories(t, w)[
-                "train/loss"
-            ].peek()
+            lambda learner, t=trajectories, w=weights: pass_summary(learner, t, w)
         )
-        losses.append([float(call.get()) for call in calls])
-    return losses, learner_weights(learner_group)
+        summaries.append([call.get() for call in calls])
+    return summaries, learner_weights(learner_group)
 
 
 def test_two_ddp_learners_make_the_single_learner_update(ray_session):
     single = learner_config(0).build_learner_group(spaces=SPACES)
     (initial,) = learner_weights(single)
-    single_losses, (single_weights,) = run_passes(single)
+    single_passes, (single_weights,) = run_passes(single)
     single.shutdown()
     assert not torch.equal(initial, single_weights), "the passes did not train"
 
@@ -93,7 +104,7 @@ def test_two_ddp_learners_make_the_single_learner_update(ray_session):
     assert double.is_remote and len(double._worker_manager.healthy_actor_ids()) == 2
     uses_ddp = double.foreach_learner(lambda learner: hasattr(learner.module["default_policy"], "no_sync"))
     assert all(call.get() for call in uses_ddp), "the remote learners are not wrapped in DDP"
-    double_losses, double_weights = run_passes(double)
+    double_passes, double_weights = run_passes(double)
     double.shutdown()
 
     # Both ranks hold the same weights (DDP all-reduced every step) ...
@@ -104,7 +115,12 @@ def test_two_ddp_learners_make_the_single_learner_update(ray_session):
     difference = (double_weights[0] - single_weights).abs()
     assert (difference <= 1e-6).float().mean() > 0.999
     assert difference.max() <= 0.02 * LR
-    # train/loss is the whole step's loss (summed over the ranks' shares), as the single learner's.
-    for single_loss, ranks in zip(single_losses, double_losses, strict=True):
-        assert ranks[0] == ranks[1]
-        assert ranks[0] == pytest.approx(single_loss[0], rel=1e-5, abs=1e-7)
+    for (single_pass,), ranks in zip(single_passes, double_passes, strict=True):
+        # train/loss is the whole step's loss (summed over the ranks' shares), as the single learner's ...
+        assert ranks[0]["loss"] == ranks[1]["loss"]
+        assert ranks[0]["loss"] == pytest.approx(single_pass["loss"], rel=1e-5, abs=1e-7)
+        # ... each rank trains on its shard's tokens (a stand-in adds none), together the single learner's ...
+        assert ranks[0]["tokens"] + ranks[1]["tokens"] == single_pass["tokens"]
+        assert all(rank["tokens"] > 0 for rank in ranks)
+        # ... and the ranks step in lockstep with it, the one-row mini-batch included.
+        assert ranks[0]["steps"] == ranks[1]["steps"] == single_pass["steps"]
