@@ -3,8 +3,9 @@
 For each of P task seeds, G envs are reset as a GRPO group (:func:`envs.group.reset_group`: the same seed, and
 each member its index, so slippery envs give members their own luck). Every turn, the conversations
 still running are rendered to token ids and generated in one engine call; each response is stepped in its
-env and the observation is appended as chat-template glue (loss mask 0). The result is one
-:class:`Trajectory` per episode (docs/design.md, section 2).
+env and the observation is appended as chat-template glue (loss mask 0). An env's tools go into the prompt,
+and an observation that answers a tool call (``info["tool_call"]``) is rendered as its ``tool`` message.
+The result is one :class:`Trajectory` per episode (docs/design.md, section 2).
 """
 
 from __future__ import annotations
@@ -110,7 +111,7 @@ def rollout_groups(
                 response_budget=_response_budget(env, sampling.max_tokens, max_trajectory_response_tokens),
                 info=info,
             )
-            conversation.append_context(renderer.prompt(observation))
+            conversation.append_context(renderer.prompt(observation, tools=env_tools(env)))
             conversations.append(conversation)
 
     turn = 0
@@ -176,6 +177,11 @@ def rollout_groups(
     return groups
 
 
+def env_tools(env: gym.Env) -> tuple[dict[str, Any], ...]:
+    """The tools ``env`` declares (OpenAI function schemas, ``envs.base.MultiTurnEnv.tools``); () if none."""
+    return tuple(getattr(env.unwrapped, "tools", ()))
+
+
 def _response_budget(env: gym.Env, max_tokens: int, explicit: int | None) -> int | None:
     if explicit is not None:
         return explicit
@@ -204,4 +210,6 @@ def _step(
         conversation.done = True
         return
     ended_with_eos = bool(completion.token_ids) and completion.token_ids[-1] == renderer.eos_token_id
-    conversation.append_context(renderer.continuation(observation, ended_with_eos))
+    # An observation answering a tool call is that call's tool message (envs.base.MultiTurnEnv.tools).
+    segment = renderer.continuation(observation, ended_with_eos, tool_call=info.get("tool_call"))
+    conversation.append_context(segment)

@@ -9,9 +9,9 @@ way with a fine-tune's learning rate and far fewer steps (:func:`recipe_for`).
 
 A demonstration is recorded in exactly the token format of the RL rollout (``algorithms/rollout.py``)::
 
-    renderer.prompt(o_1)                                           loss mask 0
+    renderer.prompt(o_1, tools)                                    loss mask 0
     tokenizer.encode(response_1, add_special_tokens=False) + eos  loss mask 1 (the response ended on eos)
-    renderer.continuation(o_2, True)                               loss mask 0
+    renderer.continuation(o_2, True, tool_call)                    loss mask 0
     response_2 + eos ...                                           loss mask 1
 
 from ``reset(seed=s)`` for seeds of the train split (``envs/seeds.py``); vision observations contribute their
@@ -44,6 +44,7 @@ import torch
 from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForImageTextToText, PreTrainedModel
 
 import envs  # noqa: F401  (registers the freshrl/... ids)
+from algorithms.rollout import env_tools
 from envs.seeds import seeds as split_seeds
 from models.chat import ChatRenderer
 from models.logprobs import token_logprobs
@@ -154,7 +155,7 @@ def record_demonstration(env: gym.Env, renderer: ChatRenderer, seed: int) -> Dem
     oracle = env.unwrapped.oracle_responses
     observation, info = env.reset(seed=int(seed))
     demo = Demonstration(token_ids=[], loss_mask=[], seed=int(seed), success=False)
-    segment = renderer.prompt(observation)
+    segment = renderer.prompt(observation, tools=env_tools(env))
     _append(demo, segment.token_ids, 0, segment.images)
     while responses := oracle():
         response = responses[0]
@@ -164,7 +165,7 @@ def record_demonstration(env: gym.Env, renderer: ChatRenderer, seed: int) -> Dem
         demo.success = demo.success or bool(info.get("success", False))
         if terminated or truncated:
             break
-        segment = renderer.continuation(observation, True)
+        segment = renderer.continuation(observation, True, tool_call=info.get("tool_call"))
         _append(demo, segment.token_ids, 0, segment.images)
     return demo
 

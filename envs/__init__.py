@@ -19,6 +19,7 @@ _ENVS = {
     "freshrl/FrozenLakeVision-v0": ("envs.frozen_lake:FrozenLakeVisionEnv", {}),
     "freshrl/Math-v0": ("envs.math_task:MathEnv", {}),
     "freshrl/NQSearch-v0": ("envs.search:NQSearchEnv", {}),
+    "freshrl/NQSearchTools-v0": ("envs.search_tools:NQSearchToolsEnv", {}),
 }
 
 

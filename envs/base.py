@@ -17,6 +17,12 @@ A subclass implements four small hooks and gets the rest (spaces, invalid-output
   Sokoban's optimal solution length).
 Vision envs also set ``image_shape`` and implement ``_render_image()``.
 
+An env that acts through tool calls declares them in ``tools`` (OpenAI function schemas,
+``envs.tool_schemas``); its default ``_parse`` reads one Hermes ``<tool_call>`` per response
+(``envs.tool_calls``) into a :class:`~envs.tool_calls.ToolCall` checked against its schema, and the step's
+``info["tool_call"]`` ties the observation to the call, so the rollout renders it as a ``tool`` message
+(docs/adding_an_env.md, "Tools (function calling)").
+
 Generated tasks are split by content (:func:`draw_in_split`): a reset seed of one split only ever yields
 tasks whose content hashes to that split, so no validation or test task is also a training task.
 """
@@ -35,6 +41,8 @@ import numpy as np
 from gymnasium import spaces
 
 from envs.seeds import split_of_content
+from envs.tool_calls import TOOL_CALL_CLOSE, TOOL_CALL_OPEN, ToolCall, parse_tool_calls
+from envs.tool_schemas import argument_error, check_tools, tool_names, tool_parameters
 
 INVALID_OUTPUT_POLICIES = ("noop", "reprompt", "terminate")
 
@@ -126,6 +134,8 @@ class Parsed:
     valid: bool
     action: Any = None
     error: str = ""
+    # The call the action came from, for an env with tools (the step reports it as info["tool_call"]).
+    tool_call: ToolCall | None = None
 
 
 @dataclass
@@ -155,6 +165,8 @@ class MultiTurnEnv(gym.Env):
     metadata: dict[str, Any] = {"render_modes": ["ansi"], "render_fps": 4}
     # Vision envs set (height, width, 3); the observation becomes Dict(text=AnyText, image=Box(uint8)).
     image_shape: tuple[int, int, int] | None = None
+    # OpenAI function schemas of the tools the policy calls (envs.tool_schemas); empty: actions are text.
+    tools: tuple[dict[str, Any], ...] = ()
 
     def __init__(
         self,
@@ -174,6 +186,7 @@ class MultiTurnEnv(gym.Env):
                 f"render_mode {render_mode!r} is not supported; choose None or one of "
                 f"{self.metadata['render_modes']}"
             )
+        self.tools = check_tools(self.tools)
         self.invalid_output = invalid_output
         self.invalid_penalty = check_real("invalid_penalty", invalid_penalty)
         self.render_mode = render_mode
@@ -192,6 +205,8 @@ class MultiTurnEnv(gym.Env):
         raise NotImplementedError
 
     def _parse(self, response: str) -> Parsed:
+        if self.tools:
+            return self._parse_tool_call(response)
         raise NotImplementedError
 
     def _apply(self, action: Any) -> Outcome:
@@ -208,7 +223,34 @@ class MultiTurnEnv(gym.Env):
 
     def format_reminder(self) -> str:
         """One line restating the expected answer format, used by the ``reprompt`` policy."""
+        if self.tools:
+            return (
+                f"Call one tool ({', '.join(tool_names(self.tools))}) per turn as "
+                f'{TOOL_CALL_OPEN}{{"name": ..., "arguments": {{...}}}}{TOOL_CALL_CLOSE}.'
+            )
         return ""
+
+    def _parse_tool_call(self, response: str) -> Parsed:
+        """The one call of ``response`` to a declared tool with valid arguments, as the action.
+
+        Strict format: one closed ``<tool_call>`` block with nothing but whitespace after it (text before it
+        is allowed). Lenient: an unclosed block at the end. Invalid: no call, several calls, malformed JSON,
+        an unknown tool, arguments its schema rejects; the error says which.
+        """
+        found = parse_tool_calls(response)
+        if found.error:
+            return Parsed(format_ok=False, valid=False, error=found.error)
+        if len(found.calls) != 1:
+            return Parsed(False, False, error=f"{len(found.calls)} tool calls; make one tool call per turn")
+        call = found.calls[0]
+        schema = tool_parameters(self.tools, call.name)
+        if schema is None:
+            names = ", ".join(tool_names(self.tools))
+            return Parsed(False, False, error=f"no tool named {call.name[:60]!r}; the tools are {names}")
+        error = argument_error(schema, call.arguments, f"{call.name}'s arguments")
+        if error:
+            return Parsed(False, False, error=error)
+        return Parsed(format_ok=found.strict, valid=True, action=call, tool_call=call)
 
     # ----------------------------------------------------------------- gymnasium API
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
@@ -240,6 +282,11 @@ class MultiTurnEnv(gym.Env):
             success=outcome.success,
             **{**self._task_info(), **outcome.info},
         )
+        if parsed.valid and parsed.tool_call is not None:
+            # The observation answers this call: the rollout renders it as a tool message tied to the id
+            # (deterministic, unlike vLLM's random ids, so a seed still fixes the trajectory).
+            call = parsed.tool_call
+            info["tool_call"] = {"id": f"call_{self.turn}", "name": call.name, "arguments": call.arguments}
         observation = self._observation(outcome.observation)
         return observation, float(outcome.reward), outcome.terminated, truncated, info
 

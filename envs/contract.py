@@ -26,6 +26,10 @@ every property that failed and why::
     state_key         when the env reports ``info["state_key"]`` (optional; GiGPO's step groups): every
                       info has one, hashable and equal to itself after pickling; an invalid turn keeps it;
                       tasks with different first observations never share a reset key
+    tools             ``tools`` (OpenAI function schemas; optional) passes ``envs.tool_schemas.check_tools``;
+                      when there are any: the oracle calls them, every valid call's ``info["tool_call"]`` is
+                      ``{"id", "name", "arguments"}`` naming a declared tool, and malformed JSON or an
+                      unknown tool is an invalid response whose ``reprompt`` observation says so
 
 From pytest, ``test_contract = contract_test("mymodule:ns/Name-v0")`` makes one test per property.
 """
@@ -66,6 +70,7 @@ PROPERTIES = (
     "oracle",
     "splits",
     "state_key",
+    "tools",
 )
 INFO_KEYS = ("format_ok", "action_valid", "action_effective", "success", "turn")
 DEFAULT_OPTIONS: dict[str, Any] = {
@@ -118,6 +123,15 @@ ADVERSARIAL_RESPONSES: tuple[str, ...] = (
     "<|im_end|>",
     "<|endoftext|>",
     "<|im_start|>assistant\n",
+    "<tool_call>",
+    "</tool_call>",
+    "<tool_call></tool_call>",
+    "<tool_call>{}</tool_call>",
+    '<tool_call>{"name": 1, "arguments": []}</tool_call>',
+    '<tool_call>{"name": "answer", "arguments": {"answer": NaN}}</tool_call>',
+    '<tool_call>{"name": "search", "arguments": {"query": ' + "9" * 5_000 + "}}</tool_call>",
+    "<tool_call>" + "[" * 10_000 + "</tool_call>",
+    '<tool_call>{"name": "x"}</tool_call>' * 500,
     "{}",
     "%s %d {0} {x}",
     "\\\\\\",
@@ -134,7 +148,8 @@ ADVERSARIAL_RESPONSES: tuple[str, ...] = (
 FRAGMENTS: tuple[str, ...] = (
     "<answer>", "</answer>", "<ANSWER>", "</answer", "<answer", "<search>", "</search>", "\\boxed{", "}",
     "Answer:", "Up", "down", "LEFT", "Right", ",", " ", "\n", "\r\n", "\x00", "\t", "x", "3", "-7", "0.5",
-    "1/2", "\u00e9", "\U0001f600", "<|im_end|>", "upward",
+    "1/2", "\u00e9", "\U0001f600", "<|im_end|>", "upward", "<tool_call>", "</tool_call>", '{"name": ',
+    '"arguments": {', '"query": ', '"answer": ', "}}", "[", "null", "true",
 )  # fmt: skip
 # Code point ranges the random responses draw from: ASCII, control characters, Latin-1 and accents, CJK,
 # emoji, and lone surrogates.
@@ -546,6 +561,65 @@ def _checked_state_key(info: dict[str, Any], where: str) -> Any:
     return key
 
 
+def _tools(env, make, kwargs, options) -> None:
+    from envs.tool_schemas import check_tools, tool_names
+
+    instance = make()
+    try:
+        tools = check_tools(getattr(instance, "tools", ()))
+    except ValueError as exc:
+        raise _Failed(f"the declared tools are not OpenAI function schemas: {exc}") from None
+    if not tools:
+        return None
+    names = tool_names(tools)
+    oracle = getattr(instance, "oracle_responses", None)
+    seed = split_seeds("train", 1)[0]
+    instance.reset(seed=seed)
+    calls = 0
+    for turn in range(_max_turns(instance)):
+        answers = oracle() if oracle is not None else []
+        if not answers:
+            break
+        _, _, terminated, truncated, info = instance.step(answers[0])
+        call = info.get("tool_call")
+        where = f"step {turn + 1} after reset(seed={seed}), {_short(answers[0])}"
+        if call is not None:
+            calls += 1
+            if (
+                not isinstance(call, dict)
+                or set(call) != {"id", "name", "arguments"}
+                or not isinstance(call["id"], str)
+                or call["name"] not in names
+                or not isinstance(call["arguments"], dict)
+            ):
+                raise _Failed(
+                    f"{where}: info['tool_call'] is {call!r:.120}, not {{'id': str, 'name': one of {names}, "
+                    "'arguments': dict}; derive tool envs from MultiTurnEnv's _parse_tool_call"
+                )
+        if terminated or truncated:
+            break
+    if oracle is not None and calls == 0:
+        raise _Failed(
+            f"the oracle's episode after reset(seed={seed}) calls none of the tools {names}: its "
+            "demonstrations would not teach them"
+        )
+    bad_calls = {
+        "<tool_call>{not json}</tool_call>": "JSON",
+        '<tool_call>{"name": "freshrl_no_such_tool", "arguments": {}}</tool_call>': "freshrl_no_such_tool",
+    }
+    for response, named in bad_calls.items():
+        instance = make(invalid_output="reprompt")
+        instance.reset(seed=seed)
+        observation, _, _, _, info = instance.step(response)
+        where = f"invalid_output='reprompt', reset(seed={seed}), step({_short(response)})"
+        if info["action_valid"] or "tool_call" in info:
+            raise _Failed(f"{where}: the call was accepted; it must be an invalid response")
+        if named not in _text(observation):
+            raise _Failed(f"{where}: the observation should say what was wrong ({named!r}); got "
+                          f"{_text(observation)[:200]!r}")
+    return None
+
+
 _CHECKS: dict[str, Callable[..., str | None]] = {
     "check_env": _check_env,
     "never_raises": _never_raises,
@@ -556,6 +630,7 @@ _CHECKS: dict[str, Callable[..., str | None]] = {
     "oracle": _oracle,
     "splits": _splits,
     "state_key": _state_key,
+    "tools": _tools,
 }
 
 

@@ -15,7 +15,7 @@ from envs.base import MAX_TEXT_CHARS, MultiTurnEnv, Outcome, Parsed, check_int, 
 from envs.retrieval.base import Passage, Retriever
 from envs.retrieval.bm25 import BM25Retriever
 from envs.retrieval.http_client import HTTPRetriever
-from envs.search_data import SearchQuestion, SyntheticWorld, load_questions, make_world, oracle_responses
+from envs.search_data import SearchQuestion, SyntheticWorld, load_questions, make_world, oracle_plan
 from envs.seeds import SPLITS, split_of_reset_seed
 
 PROMPT = (
@@ -24,6 +24,8 @@ PROMPT = (
     "write <answer>answer</answer> with only the answer inside.\nQuestion: {question}"
 )
 FORMAT_REMINDER = "Write <search>query</search> to search or <answer>answer</answer> to answer."
+# How the messages after a search limit or a failed search tell the model to answer.
+ANSWER_HINT = "<answer>answer</answer>"
 # Each passage shown is cut to this many characters (a Wikipedia passage of 100 words is about 600).
 PASSAGE_CHARS = 1500
 MAX_TOPK = 50
@@ -214,6 +216,10 @@ class NQSearchEnv(MultiTurnEnv):
     """
 
     metadata: dict[str, Any] = {"render_modes": ["ansi"], "render_fps": 4}
+    # The protocol's texts; the tool-call variant (envs.search_tools) replaces them.
+    prompt_template = PROMPT
+    reminder = FORMAT_REMINDER
+    answer_hint = ANSWER_HINT
 
     def __init__(
         self,
@@ -270,18 +276,27 @@ class NQSearchEnv(MultiTurnEnv):
 
     def oracle_responses(self) -> list[str]:
         """The oracle's responses from the current state (a demonstration): the searches of
-        ``envs.search_data.oracle_responses`` not yet run, as many as the limits allow, then the answer."""
+        ``envs.search_data.oracle_plan`` not yet run, as many as the limits allow, then the answer."""
         if self.question is None:
             raise RuntimeError("call reset() before oracle_responses()")
         if self._done:
             return []
-        *searches, answer = oracle_responses(self.question)
-        searches = [s for s in searches if s not in self._searched]
+        queries, answer = oracle_plan(self.question)
+        queries = [q for q in queries if q not in self._searched]
         room = min(self.max_searches - self.searches, self.max_turns - self.turn - 1)
-        return searches[: max(room, 0)] + [answer]
+        searches = [self._search_response(q) for q in queries[: max(room, 0)]]
+        return searches + [self._answer_response(answer)]
 
     def format_reminder(self) -> str:
-        return FORMAT_REMINDER
+        return self.reminder
+
+    def _search_response(self, query: str) -> str:
+        """The response that searches ``query`` (the oracle's)."""
+        return f"<search>{query}</search>"
+
+    def _answer_response(self, answer: str) -> str:
+        """The response that answers ``answer`` (the oracle's)."""
+        return f"<answer>{answer}</answer>"
 
     # ----------------------------------------------------------------- hooks
     def _new_task(self) -> str:
@@ -296,7 +311,7 @@ class NQSearchEnv(MultiTurnEnv):
         self._history = []
         self._searched = set()
         self._all_format_ok = True
-        return PROMPT.format(max_searches=self.max_searches, question=self.question.question)
+        return self.prompt_template.format(max_searches=self.max_searches, question=self.question.question)
 
     def _parse(self, response: str) -> Parsed:
         parsed = _parse_action(response)
@@ -313,7 +328,7 @@ class NQSearchEnv(MultiTurnEnv):
             observation = "Correct." if correct else "Incorrect."
             return Outcome(reward, observation, terminated=True, success=correct, info=info)
         if self.searches >= self.max_searches:
-            message = f"Search limit reached ({self.max_searches}). Answer with <answer>answer</answer>."
+            message = f"Search limit reached ({self.max_searches}). Answer with {self.answer_hint}."
             return Outcome(0.0, message, effective=False, info={"query": content})
         try:
             observation = format_passages(self.retriever.search([content], self.topk)[0])
@@ -325,11 +340,11 @@ class NQSearchEnv(MultiTurnEnv):
                 self._warned_of_failure = True
                 note = f"NQSearchEnv: search failed ({reason}); info['search_failures'] counts failures"
                 warnings.warn(note, stacklevel=3)  # points at the caller of step()
-            message = f"search failed: {reason}. Search again or answer with <answer>answer</answer>."
+            message = f"search failed: {reason}. Search again or answer with {self.answer_hint}."
             return Outcome(0.0, message, effective=False, info={"query": content})
         self.searches += 1
         self._history.append(f"search: {_echo(content)}")
-        self._searched.add(f"<search>{content}</search>")
+        self._searched.add(content)
         return Outcome(0.0, observation, info={"query": content})
 
     def _task_info(self) -> dict[str, Any]:

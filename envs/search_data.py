@@ -54,13 +54,18 @@ class SearchQuestion:
     gold_passage_ids: tuple[str, ...] = ()
 
 
-def oracle_responses(question: SearchQuestion) -> list[str]:
-    """The responses of an oracle: one search per needed fact, then the answer.
+def oracle_plan(question: SearchQuestion) -> tuple[tuple[str, ...], str]:
+    """What an oracle does: one search per needed fact (its queries), then the answer.
 
     For a loaded question (no oracle queries) the oracle searches the question itself once.
     """
-    queries = question.oracle_queries or (question.question,)
-    return [f"<search>{q}</search>" for q in queries] + [f"<answer>{question.answers[0]}</answer>"]
+    return question.oracle_queries or (question.question,), question.answers[0]
+
+
+def oracle_responses(question: SearchQuestion) -> list[str]:
+    """The oracle's plan (:func:`oracle_plan`) as ``<search>`` and ``<answer>`` responses."""
+    queries, answer = oracle_plan(question)
+    return [f"<search>{q}</search>" for q in queries] + [f"<answer>{answer}</answer>"]
 
 
 # --------------------------------------------------------------------------------------- loaders

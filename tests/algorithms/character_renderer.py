@@ -9,8 +9,8 @@ from models.chat import Segment
 class CharacterRenderer:
     eos_token_id = 0
 
-    def prompt(self, observation) -> Segment:
+    def prompt(self, observation, tools=()) -> Segment:
         return Segment([ord(c) for c in str(observation)])
 
-    def continuation(self, observation, ended_with_eos: bool) -> Segment:
+    def continuation(self, observation, ended_with_eos: bool, tool_call=None) -> Segment:
         return Segment([ord(c) for c in str(observation)])

@@ -74,7 +74,9 @@ def rollout_of_oracle(env_id: str, renderer: ChatRenderer, seed: int):
     return trajectory
 
 
-@pytest.mark.parametrize("env_id", [FROZEN_LAKE, "freshrl/NQSearch-v0", "freshrl/FrozenLakeVision-v0"])
+@pytest.mark.parametrize(
+    "env_id", [FROZEN_LAKE, "freshrl/NQSearch-v0", "freshrl/NQSearchTools-v0", "freshrl/FrozenLakeVision-v0"]
+)
 def test_demonstration_is_what_the_rollout_records(env_id: str, lm_path: Path, vlm_path: Path):
     renderer = ChatRenderer(vlm_path if "Vision" in env_id else lm_path)
     seed = seeds("train", 3)[2]
@@ -87,6 +89,27 @@ def test_demonstration_is_what_the_rollout_records(env_id: str, lm_path: Path, v
     for ours, theirs in zip(demo.images, trajectory.images, strict=True):
         np.testing.assert_array_equal(ours, theirs)
     assert len(demo.images) == (trajectory.num_turns if renderer.is_vision else 0)
+
+
+def test_a_tool_env_s_oracle_episode_holds_its_tools_calls_and_tool_messages(lm_path: Path):
+    renderer = ChatRenderer(lm_path)
+    env_id = "freshrl/NQSearchTools-v0"
+    trajectory = rollout_of_oracle(env_id, renderer, seeds("train", 1)[0])
+    assert trajectory.success and trajectory.num_turns >= 2
+    text = renderer.tokenizer.decode(trajectory.token_ids)
+    # The schemas in the system message (the tiny template ignores tools=: the Hermes fallback) ...
+    system = text.split("<|im_end|>")[0]
+    assert system.startswith("<|im_start|>system\n# Tools\n") and '"name": "search"' in system
+    # ... every turn a call as sampled, every reply but the last (the episode ended) a tool message.
+    responses = [renderer.tokenizer.decode(trajectory.token_ids[a:b]) for a, b in trajectory.response_spans]
+    assert all(r.startswith("<tool_call>\n{") and r.endswith("</tool_call><|im_end|>") for r in responses)
+    assert text.count("<|im_start|>user\n<tool_response>\n<information>") == trajectory.num_turns - 1
+    # The warm start's demonstrations of the id train on exactly these calls.
+    (demo,) = demonstrations(env_id, renderer, 1)
+    masked = [t for t, m in zip(demo.token_ids, demo.loss_mask, strict=True) if m]
+    expected = "".join(r.removesuffix("<|im_end|>") for r in responses)
+    assert renderer.tokenizer.decode(masked, skip_special_tokens=True) == expected
+    assert demo.token_ids == trajectory.token_ids
 
 
 def test_demonstration_pieces_are_prompt_responses_and_continuations(lm_path: Path):

@@ -10,6 +10,7 @@ import pytest
 from envs.base import MultiTurnEnv, Outcome, Parsed, draw_in_split
 from envs.contract import PROPERTIES, ContractViolation, check_env_contract, check_property, random_responses
 from envs.seeds import split_of_reset_seed
+from envs.tool_calls import format_tool_call
 
 
 class Find(MultiTurnEnv):
@@ -130,11 +131,58 @@ class UnhashableStateKey(Find):
         return {"state_key": [self.secret]}
 
 
+NUMBER_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "answer",
+        "description": "Name the hidden number.",
+        "parameters": {
+            "type": "object",
+            "properties": {"number": {"type": "integer"}},
+            "required": ["number"],
+        },
+    },
+}
+
+
+class FindByTool(Find):
+    """Find, answered by calling a tool."""
+
+    tools = (NUMBER_TOOL,)
+
+    def format_reminder(self) -> str:
+        return MultiTurnEnv.format_reminder(self)  # the base's reminder of the tools
+
+    def _parse(self, response: str) -> Parsed:
+        parsed = self._parse_tool_call(response)
+        if parsed.valid:
+            parsed.action = int(parsed.tool_call.arguments["number"])
+        return parsed
+
+    def oracle_responses(self) -> list[str]:
+        return [] if self._done else [format_tool_call("answer", {"number": self.secret})]
+
+
+class ToolCallUnreported(FindByTool):
+    def _parse(self, response: str) -> Parsed:
+        parsed = super()._parse(response)
+        parsed.tool_call = None  # the rollout could not tell that the observation answers a call
+        return parsed
+
+
+class BadToolName(FindByTool):
+    tools = ({"type": "function", "function": {"name": "give answer"}},)
+
+
 FAST = {"fresh_interpreter": False, "split_tasks": 100}
 
 
 def test_a_well_behaved_env_passes_every_property():
     assert check_env_contract(Find, **FAST) == dict.fromkeys(PROPERTIES, "ok")
+
+
+def test_a_well_behaved_tool_env_passes_every_property():
+    assert check_env_contract(FindByTool, **FAST) == dict.fromkeys(PROPERTIES, "ok")
 
 
 @pytest.mark.parametrize(
@@ -152,6 +200,8 @@ def test_a_well_behaved_env_passes_every_property():
         (StateKeyCountsTurns, "state_key", "the invalid response left the state unchanged but changed"),
         (StateKeyWithoutTask, "state_key", "start different tasks with the same state_key"),
         (UnhashableStateKey, "state_key", "is not hashable"),
+        (ToolCallUnreported, "tools", "calls none of the tools"),
+        (BadToolName, "tools", "tools\\[0\\]: the name must be"),
     ],
     ids=lambda value: value.__name__ if isinstance(value, type) else None,
 )

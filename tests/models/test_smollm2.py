@@ -12,6 +12,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, LlamaForCausalLM
 
+from envs.search_tools import ANSWER_TOOL, SEARCH_TOOL
 from models.chat import ChatRenderer
 from models.engine import Prompt, RolloutEngine, SamplingConfig
 from models.logprobs import token_logprobs
@@ -123,6 +124,15 @@ def test_rendering_equals_the_chat_template_default_system_prompt_included(rende
     assert ids == tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_dict=False)
     if system is None:  # kept: the model was tuned on it, and every other tool (vLLM's chat API) adds it
         assert chosen.system_prompt.startswith("You are a helpful AI assistant named SmolLM")
+
+
+def test_tools_reach_the_prompt_after_the_default_system_prompt(renderer: ChatRenderer):
+    # SmolLM2's template ignores tools=: the renderer uses the Hermes format (models/hermes_tools.py).
+    tools = (SEARCH_TOOL, ANSWER_TOOL)
+    text = renderer.tokenizer.decode(renderer.prompt(OBSERVATIONS[0], tools=tools).token_ids)
+    assert text.startswith(f"<|im_start|>system\n{renderer.system_prompt}\n\n# Tools\n")
+    assert all(json.dumps(tool, ensure_ascii=False) in text for tool in tools)
+    assert text.endswith(f"<|im_start|>user\n{OBSERVATIONS[0]}<|im_end|>\n<|im_start|>assistant\n")
 
 
 def test_build_is_cached_and_deterministic(path: Path, tmp_path: Path):
