@@ -99,11 +99,11 @@ def test_staleness_counts_the_commits_that_touched_the_dependencies_since_the_re
     recorded = commit(tmp_path, "src/code.py", "a = 1\n")
     assert commits_since(recorded, ["src/"], tmp_path) == 0
     commit(tmp_path, "src/code.py", "a = 2\n")
-    commit(tmp_path, "docs/page.md", "text\n")
+    commit(tmp_path, "notes/page.txt", "text\n")
     commit(tmp_path, "src/other.py", "b = 1\n")
     assert commits_since(recorded, ["src/"], tmp_path) == 2
-    assert commits_since(recorded, ["src/code.py", "docs/"], tmp_path) == 2
-    assert commits_since(recorded, ["docs/page.md"], tmp_path) == 1
+    assert commits_since(recorded, ["src/code.py", "notes/"], tmp_path) == 2
+    assert commits_since(recorded, ["notes/page.txt"], tmp_path) == 1
     assert commits_since("0" * 40, ["src/"], tmp_path) is None  # a commit this clone does not have
     assert commits_since(None, ["src/"], tmp_path) is None
     assert commits_since(recorded, ["src/"], tmp_path_factory.mktemp("not-a-checkout")) is None
