@@ -7,7 +7,7 @@ recorded 95% interval for stochastic ones), or ``failed`` when the command fails
 it also says how many commits touched the paths its value depends on since the commit it records: ``stale``
 when any did (``unknown`` without git or a recorded commit). Exits 1 when a re-run claim differs or fails.
 
-    python -m experiments.reproduce                     # every claim (about 12 minutes on an idle 2-core machine)
+    python -m experiments.reproduce                     # every claim (about 12 min on an idle 2-core machine)
     python -m experiments.reproduce --quick             # the quick claims only (seconds; make test runs it)
     python -m experiments.reproduce --claims env-contract smollm2-zero-shot-frozenlake
     python -m experiments.reproduce --list              # the claims and their staleness, nothing run
