@@ -210,7 +210,7 @@ def test_the_evaluation_writes_its_report_on_a_tiny_workload(tmp_path, ray_sessi
         assert entry["model"] == str(tiny_lm_path())
         assert entry["dtypes"]["model_dtype"] == entry["dtypes"]["engine_dtype"] == "float32"
     text = (out / "report.md").read_text()
-    assert saved["command"] in text and "## Math (`freshrl/Math-v0`)" in text
+    assert saved["provenance"]["command"] in text and "## Math (`freshrl/Math-v0`)" in text
     assert (out / "report.png").read_bytes().startswith(b"\x89PNG")
 
 

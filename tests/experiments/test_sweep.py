@@ -51,7 +51,7 @@ def test_sweep_cli_writes_tune_results_tensorboard_and_summary(tmp_path, tiny_wo
     assert saved["best"]["trial"] == summary["best"]["trial"]
     dtypes = saved["provenance"]["dtypes"]
     assert dtypes["model_dtype"] == dtypes["engine_dtype"] == "float32"  # the tiny scale's
-    assert saved["provenance"]["command"].startswith("python -m experiments.sweep --tau 50")
+    assert saved["provenance"]["command"].startswith("python -m experiments.sweep --iterations 2 ")
     text = (folder / "summary.md").read_text()
     assert f"| {trials[0]['trial']} **(best)** | 50 | 0.28 |" in text
 
