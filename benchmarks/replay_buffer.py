@@ -16,6 +16,10 @@ shared machine; re-run before relying on a digit.
 
     python -m benchmarks.replay_buffer            # N = 1e4, 1e5, 1e6
     python -m benchmarks.replay_buffer --quick    # N = 1e3, 1e4
+    python -m benchmarks.replay_buffer --quick --no-rllib --output DIR   # also DIR/results.json
+
+``--output`` writes ``results.json``: the provenance (``experiments/common/results_json.py``), the agreement
+of P(i) (deterministic: seeded data, no timing) and the timings in seconds.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import argparse
 import os
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numba
@@ -31,6 +36,9 @@ import numpy as np
 
 from algorithms.replay import make_reference_buffer
 from benchmarks.requirements import parse_and_check
+from experiments.common.results_json import provenance, write_json
+
+PROG = "python -m benchmarks.replay_buffer"
 
 # Nothing beyond the core dependencies: numba and RLlib's buffer (the baseline) come with freshrl.
 REQUIRES: tuple[str, ...] = ()
@@ -187,9 +195,7 @@ def bench_rllib(n: int, args: argparse.Namespace, rng: np.random.Generator) -> d
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(
-        prog="python -m benchmarks.replay_buffer", description=__doc__.split("\n\n")[0]
-    )
+    parser = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="N = 1e3, 1e4 only")
     parser.add_argument("--alpha", type=float, default=0.6)
     parser.add_argument("--tau", type=float, default=500.0)
@@ -197,6 +203,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--no-rllib", action="store_true", help="skip RLlib's buffer")
     parser.add_argument("--rllib-max-n", type=int, default=1_000_000, help="largest N tried for RLlib")
     parser.add_argument("--rllib-add-reps", type=int, default=5, help="timed RLlib inserts (slow at 1e6)")
+    parser.add_argument("--output", default=None, help="folder for results.json (default: print only)")
     args = parse_and_check(parser, argv, REQUIRES)
     sizes = [1_000, 10_000] if args.quick else [10_000, 100_000, 1_000_000]
 
@@ -205,10 +212,8 @@ def main(argv: list[str] | None = None) -> None:
         f"{os.getloadavg()[0]:.1f}; batch {BATCH}, alpha {args.alpha}, tau {args.tau}; one run, "
         "each time a median of 5 rounds"
     )
-    print(
-        "P(i) of ours/freshper vs direct on the same data: max relative difference "
-        f"{check_agreement(args):.1e}"
-    )
+    agreement = check_agreement(args)
+    print(f"P(i) of ours/freshper vs direct on the same data: max relative difference {agreement:.1e}")
     rng = np.random.default_rng(0)
     rows: dict[tuple[int, str], dict[str, float]] = {}
     for n in sizes:
@@ -246,6 +251,17 @@ def main(argv: list[str] | None = None) -> None:
         f"ours/freshper step speed-up over direct at N={last:.0e}: "
         f"{rows[last, 'direct']['step'] / rows[last, 'ours/freshper']['step']:.0f}x"
     )
+    if args.output is not None:
+        output = Path(args.output)
+        output.mkdir(parents=True, exist_ok=True)
+        results = {
+            "provenance": provenance(PROG, argv),
+            "settings": {"batch": BATCH, "alpha": args.alpha, "tau": args.tau, "sizes": sizes},
+            "agreement_max_relative_difference": agreement,
+            "seconds": {f"{n} {name}": r for (n, name), r in rows.items()},
+        }
+        write_json(output / "results.json", results)
+        print(f"wrote {output / 'results.json'}")
 
 
 if __name__ == "__main__":

@@ -27,7 +27,8 @@ Output, in ``--output`` (default ``results/compare-<time>``):
       with the smallest difference the run could detect; the replay metrics (importance weights, success
       share, ages, decay of the oldest item, dual-clip fraction); the paper's Table 1 beside it for reference;
   ``curves-<env>.png``  validation success over iterations, mean per mode with the range over seeds;
-  ``results.json``  every run's raw numbers and the aggregates.
+  ``results.json``  its provenance (``experiments/common/results_json.py``), every run's raw numbers and the
+      aggregates.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ import numpy as np
 
 from algorithms.replay import REPLAY_MODES
 from experiments.common.ray_session import start_ray
-from experiments.common.results_json import dtype_record, dumps
+from experiments.common.results_json import dtype_record, dumps, provenance
 from experiments.common.run_config import DEFAULT_ENV, RunSettings, build_config
 from experiments.common.run_options import add_aliases, check_env_id
 from experiments.common.training_metrics import MOSTLY_UNTRAINED_SHARE, flatten, trained_nothing
@@ -473,13 +474,11 @@ def plot_curves(table: dict[str, Any], output: Path) -> list[Path]:
 
 # ---------------------------------------------------------------------------------------------------------
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    import sys
-
     from models.progress import quiet_library_bars_in_logs
 
     args = parse_args(argv)
     quiet_library_bars_in_logs()
-    command = "python -m experiments.compare " + " ".join(sys.argv[1:] if argv is None else argv)
+    record = provenance(PROG, argv)
     output = Path(args.output or f"results/compare-{time.strftime('%Y%m%d-%H%M%S')}")
     output.mkdir(parents=True, exist_ok=True)
     jobs = [(env, mode, seed) for seed in range(args.seeds) for env in args.envs for mode in args.modes]
@@ -505,10 +504,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         )
 
     table = aggregate(runs)
-    text = markdown(args, table, runs, command)
+    text = markdown(args, table, runs, record["command"])
     (output / "comparison.md").write_text(text)
     plots = plot_curves(table, output)
-    results = {"modes": args.modes, "envs": args.envs, "aggregate": table, "runs": runs}
+    results = {"provenance": record, "modes": args.modes, "envs": args.envs, "aggregate": table, "runs": runs}
     (output / "results.json").write_text(dumps(results, indent=1))
     print(text)
     print(f"wrote {output / 'comparison.md'}, {output / 'results.json'}, {', '.join(map(str, plots))}")

@@ -7,9 +7,11 @@ those ``--envs`` names: ``--tasks`` tasks of the ``--split`` (validation or test
 ``experiments.common.run_config.build_config`` (so the prompts, turn budgets and sampling are those
 training uses). Writes, into ``--output``:
 
-- ``report.md``: the command, models, date and commit; a summary row per env and a table per env (success
-  with its 95% Wilson interval, pass@k, mean return, format-valid rate, turns, response length);
-- ``report.json``: the same numbers (``experiments/common/evaluation_report.py`` describes it);
+- ``report.md``: the command, models, date, commit and machine (its provenance); a summary row per env and
+  a table per env (success with its 95% Wilson interval, pass@k, mean return, format-valid rate, turns,
+  response length);
+- ``report.json``: the same numbers and the provenance (``experiments/common/evaluation_report.py``
+  describes it);
 - ``report.png``: success per env with error bars; with ``--train N``, learning curves per env too.
 
 Models: ``--model`` (a name such as ``smollm2``, a local directory or a hub id) for the text envs; the vision
@@ -30,16 +32,11 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import os
-import platform
-import shlex
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from experiments.common.results_json import dtype_record
+from experiments.common.results_json import dtype_record, provenance
 from experiments.common.run_config import (
     RunSettings,
     SettingsError,
@@ -237,30 +234,6 @@ def interval(metrics: dict[str, Any]) -> dict[str, Any]:
     return {**{key: metrics[key] for key in keys}, "metrics": dict(metrics)}
 
 
-def git_commit() -> str:
-    try:
-        out = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True, timeout=10
-        )
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
-            capture_output=True,
-            text=True,
-            timeout=10,
-        )
-        return out.stdout.strip() + (" (with uncommitted changes)" if dirty.stdout.strip() else "")
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-
-
-def machine() -> str:
-    """The hardware the numbers come from (they are timings and samples of this machine's run)."""
-    import torch
-
-    gpu = f"GPU {torch.cuda.get_device_name(0)}" if torch.cuda.is_available() else "no GPU"
-    return f"{platform.machine()}, {os.cpu_count()} CPUs, {gpu}"
-
-
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parse_args(argv)
     from experiments.common.evaluation_report import write_report
@@ -268,13 +241,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
     quiet_library_bars_in_logs()
     output = Path(args.output or f"results/benchmark-{time.strftime('%Y%m%d-%H%M%S')}")
-    command = shlex.join([*PROG.split(), *(argv if argv is not None else sys.argv[1:])])
     started = time.perf_counter()
     report: dict[str, Any] = {
-        "command": command,
-        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-        "commit": git_commit(),
-        "machine": machine(),
+        "provenance": provenance(PROG, argv),
         "split": args.split,
         "tasks": args.tasks,
         "samples": args.samples,

@@ -47,7 +47,7 @@ from ray.rllib.callbacks.callbacks import RLlibCallback
 
 from algorithms.dapo import DAPO, DAPOConfig
 from experiments.common.ray_session import start_ray
-from experiments.common.results_json import dtype_record, write_json
+from experiments.common.results_json import provenance, write_json
 from experiments.common.run_config import RunSettings, build_config
 from experiments.common.run_options import add_aliases, add_settings_option, check_env_id
 from experiments.common.training_metrics import MOSTLY_UNTRAINED_SHARE
@@ -328,7 +328,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "settings": dataclasses.asdict(args.run),
         "trials": rows,
         "best": best,
-        "dtypes": dtype_record(args.config),
+        "provenance": provenance(PROG, argv, args.config),
     }
     write_json(folder / "summary.json", summary)
     print(markdown)

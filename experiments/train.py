@@ -11,8 +11,8 @@ with a live progress bar, evaluating inside training every ``--eval-every`` iter
 ``evaluation_interval``; the last iteration always), and writes a results folder: ``metrics.csv`` (one row
 per iteration, ``evaluation/...`` where evaluated), ``curves.png`` (DAPO's monitoring curves and success),
 ``summary.json`` (the evaluations before and after: success with its 95% Wilson interval, pass@k, return,
-format-valid rate, turns, response length; the settings; how many iterations trained nothing) and
-``checkpoint/`` (resume with ``--resume``).
+format-valid rate, turns, response length; the settings; how many iterations trained nothing; the
+provenance, ``experiments/common/results_json.py``) and ``checkpoint/`` (resume with ``--resume``).
 
 ``--env`` takes a registered id or Gymnasium's ``module:ns/Name-v0``, which imports ``module`` first (in every
 process), so an env registered in a module of one's own trains without editing freshrl
@@ -110,7 +110,7 @@ def progress_postfix(flat: dict[str, float], untrained: int) -> dict[str, str]:
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parse_args(argv)
     from experiments.common.plots import plot_training_curves
-    from experiments.common.results_json import dtype_record, write_json
+    from experiments.common.results_json import provenance, write_json
     from models.progress import Progress, quiet_library_bars_in_logs
 
     quiet_library_bars_in_logs()
@@ -133,7 +133,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     # Without an evaluation_interval (--eval-every), RLlib evaluates on the run's last iteration only.
     every = args.config.evaluation_interval or settings.iterations
     config = build_config(settings, {"model_path": model, "evaluation_interval": every})
-    dtypes = dtype_record(config)
+    record = provenance(PROG, argv, config)
+    dtypes = record["dtypes"]
     print(
         f"freshrl: learner dtype {dtypes['model_dtype_reason']}; engine dtype {dtypes['engine_dtype_reason']}"
     )
@@ -198,7 +199,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "iterations_without_training": untrained,
         "mostly_untrained": mostly_untrained,
         "checkpoint": str(checkpoint),
-        "dtypes": dtypes,
+        "provenance": record,
     }
     write_json(output / "summary.json", summary)
     if mostly_untrained:

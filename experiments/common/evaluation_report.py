@@ -2,8 +2,8 @@
 
 A report is a plain dict (what report.json holds):
 
-    {"command": str, "date": str, "commit": str, "machine": str, "split": str, "tasks": int, "samples": int,
-     "train_iterations": int, "seconds": float,
+    {"provenance": <results_json.provenance(): command, commit, dirty, date, machine>,
+     "split": str, "tasks": int, "samples": int, "train_iterations": int, "seconds": float,
      "envs": {name: {"env_id": str, "model": str, "seconds": float,
                      "metrics": <algo.evaluate_policy()'s flat dict>,
                      "curve": [{"iteration": int, "success": float, "success_ci95_low": float,
@@ -52,16 +52,25 @@ def env_table(metrics: dict[str, Any]) -> list[str]:
     return lines
 
 
+def machine_line(machine: dict[str, Any]) -> str:
+    """One line of a provenance's machine, e.g. ``2 cores (AMD EPYC; avx2, fma), glibc malloc, no GPU``."""
+    flags = ", ".join(machine["cpu_flags"]) or "no flags recorded"
+    gpu = f"GPU {machine['gpu']}" if machine["gpu"] else "no GPU"
+    return f"{machine['cores']} cores ({machine['cpu_model']}; {flags}), {machine['allocator']}, {gpu}"
+
+
 def markdown(report: dict[str, Any]) -> str:
     """report.md: what was run (command, models, date, commit), a row per env, then a table per env."""
     envs = report["envs"]
     k = report["samples"]
+    made = report["provenance"]
+    dirty = " (with uncommitted changes)" if made["dirty"] else ""
     lines = [
         "# freshrl benchmark: the agentic env suite",
         "",
-        f"- command: `{report['command']}`",
-        f"- date: {report['date']}; commit {report['commit']}; {report['seconds']:.0f} s in all on "
-        f"{report.get('machine', 'an unrecorded machine')}",
+        f"- command: `{made['command']}`",
+        f"- date: {made['date']}; commit {made['commit']}{dirty}; {report['seconds']:.0f} s in all on "
+        f"{machine_line(made['machine'])}",
         f"- evaluation: {report['tasks']} {report['split']} tasks per env x {k} samples each "
         "(algo.evaluate_policy: the algorithm's own evaluation)",
         f"- training before the evaluation: {report['train_iterations']} DAPO iterations per env"

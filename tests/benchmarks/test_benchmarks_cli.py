@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import json
 from pathlib import Path
 
 import numpy as np
@@ -103,3 +104,12 @@ def test_the_gym_sokoban_baseline_is_the_package_itself():
     assert np.count_nonzero(state == 4) + np.count_nonzero(state == 3) == 1
     assert np.count_nonzero(state == 5) == 1
     assert not structure[0].any() and not structure[-1].any()
+
+
+def test_the_replay_benchmark_records_its_agreement_with_provenance(tmp_path):
+    benchmark("replay_buffer").main(["--quick", "--no-rllib", "--budget", "0.01", "--output", str(tmp_path)])
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert results["provenance"]["command"].startswith("python -m benchmarks.replay_buffer --quick")
+    assert 0.0 <= results["agreement_max_relative_difference"] < 1e-12
+    names = ("direct", "ours/freshper", "ours/per", "ours/freshper_poly")
+    assert set(results["seconds"]) == {f"{n} {name}" for n in (1000, 10000) for name in names}

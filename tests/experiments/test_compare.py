@@ -32,6 +32,8 @@ def test_compare_writes_table_curves_json_and_skips_finished_runs(tmp_path, tiny
     results = json.loads((tmp_path / "results.json").read_text())
     assert set(results["aggregate"]["freshrl/FrozenLake-v0"]) == {"on_policy", "freshper"}
     assert len(results["runs"]) == 2
+    assert results["provenance"]["command"].startswith("python -m experiments.compare ")
+    assert results["provenance"]["machine"]["cores"] >= 1
     table = (tmp_path / "comparison.md").read_text()
     assert "| task | on-policy | FreshPER |" in table
     assert "| freshrl/FrozenLake-v0 | " in table and ", n=1)" in table

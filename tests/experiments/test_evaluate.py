@@ -4,12 +4,13 @@ on a tiny workload (2 envs, 2 tasks, 2 samples; one training iteration; a train 
 from __future__ import annotations
 
 import json
+import shlex
 
 import pytest
 
 from experiments import evaluate, train
 from experiments.common.evaluation_report import env_table, markdown, pass_keys, write_report
-from experiments.common.results_json import dumps
+from experiments.common.results_json import dumps, git_state
 from models.tiny import tiny_lm_path, tiny_vlm_path
 
 TINY_WORKLOAD = {
@@ -59,9 +60,20 @@ def synthetic_report(curves: bool) -> dict:
         }
 
     return {
-        "command": "python -m experiments.evaluate --tasks 8 --samples 4",
-        "date": "2026-12-01 10:00 UTC",
-        "commit": "abc1234",
+        "provenance": {
+            "command": "python -m experiments.evaluate --tasks 8 --samples 4",
+            "commit": "abc1234",
+            "dirty": True,
+            "date": "2026-12-01T10:00:00Z",
+            "machine": {
+                "cores": 2,
+                "architecture": "x86_64",
+                "cpu_model": "Some CPU",
+                "cpu_flags": ["avx2", "fma"],
+                "allocator": "glibc malloc",
+                "gpu": None,
+            },
+        },
         "split": "validation",
         "tasks": 8,
         "samples": 4,
@@ -98,7 +110,10 @@ def test_the_report_says_what_made_it_and_has_a_table_per_env(tmp_path):
     paths = write_report(report, tmp_path)
     assert [p.name for p in paths] == ["report.md", "report.json", "report.png"]
     text = (tmp_path / "report.md").read_text()
-    assert f"`{report['command']}`" in text and report["date"] in text and "abc1234" in text
+    made = report["provenance"]
+    assert f"`{made['command']}`" in text and made["date"] in text
+    assert "commit abc1234 (with uncommitted changes)" in text
+    assert "2 cores (Some CPU; avx2, fma), glibc malloc, no GPU" in text
     assert "## FrozenLake (`freshrl/FrozenLake-v0`)" in text and "## Math (`freshrl/Math-v0`)" in text
     assert "| FrozenLake | `tiny-qwen2` | 0.375 [0.250, 0.520] | 1.000 |" in text  # pass@4
     assert "learning" not in text.lower()
@@ -177,6 +192,8 @@ def test_the_evaluation_writes_its_report_on_a_tiny_workload(tmp_path, ray_sessi
     saved = json.loads((out / "report.json").read_text())
     assert saved == json.loads(dumps(report))  # strict JSON: a metric never measured is null
     assert list(saved["envs"]) == ["FrozenLake", "Math"]
+    assert saved["provenance"]["command"] == shlex.join(["python", "-m", "experiments.evaluate", *argv])
+    assert saved["provenance"]["commit"] == git_state()[0]
     for entry in saved["envs"].values():
         m = entry["metrics"]
         assert (m["num_tasks"], m["samples_per_task"], m["num_episodes"], m["split"]) == (
@@ -193,7 +210,7 @@ def test_the_evaluation_writes_its_report_on_a_tiny_workload(tmp_path, ray_sessi
         assert entry["model"] == str(tiny_lm_path())
         assert entry["dtypes"]["model_dtype"] == entry["dtypes"]["engine_dtype"] == "float32"
     text = (out / "report.md").read_text()
-    assert saved["command"] in text and "## Math (`freshrl/Math-v0`)" in text
+    assert saved["provenance"]["command"] in text and "## Math (`freshrl/Math-v0`)" in text
     assert (out / "report.png").read_bytes().startswith(b"\x89PNG")
 
 

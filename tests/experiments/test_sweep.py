@@ -49,7 +49,9 @@ def test_sweep_cli_writes_tune_results_tensorboard_and_summary(tmp_path, tiny_wo
     assert summary["best"]["trial"] == trials[0]["trial"]
     saved = json.loads((folder / "summary.json").read_text())
     assert saved["best"]["trial"] == summary["best"]["trial"]
-    assert saved["dtypes"]["model_dtype"] == saved["dtypes"]["engine_dtype"] == "float32"  # the tiny scale's
+    dtypes = saved["provenance"]["dtypes"]
+    assert dtypes["model_dtype"] == dtypes["engine_dtype"] == "float32"  # the tiny scale's
+    assert saved["provenance"]["command"].startswith("python -m experiments.sweep --iterations 2 ")
     text = (folder / "summary.md").read_text()
     assert f"| {trials[0]['trial']} **(best)** | 50 | 0.28 |" in text
 

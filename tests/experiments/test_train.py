@@ -49,7 +49,7 @@ def test_train_writes_results_and_resumes(tmp_path, ray_session):
     assert [e["iteration"] for e in saved["evaluations"]] == [0, 1]
     assert saved["overrides"]["group_size"] == 2 and saved["scale"] == "tiny"
     # The tiny scale's explicit float32, recorded with the CPU it ran on.
-    dtypes = saved["dtypes"]
+    dtypes = saved["provenance"]["dtypes"]
     assert dtypes["model_dtype_reason"] == dtypes["engine_dtype_reason"] == "float32: set explicitly"
     assert dtypes["cpu_capability"]
     assert (first / "checkpoint" / "rllib_checkpoint.json").exists()

@@ -1,0 +1,199 @@
+"""The README's per-env RL table, written from the results files: ``python -m experiments.results_table``.
+
+Rewrites only the block between :data:`BEGIN` and :data:`END` in README.md (``--check``: exits 1, changing
+nothing, when the block differs from what the files give; tests/experiments/test_results_table.py runs it).
+Every figure comes from a results file under docs/results/ (docs/results/README.md): the default job's
+``default_job/summary.json``, the replay-mode comparison's ``compare-FrozenLake.json``, the tiny warm starts'
+``tiny_warm_starts/results.json`` and the SmolLM2 runs' ``smollm2_rl/results.json``; the words (env, model,
+what the row shows, the links) are written here, one row each.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from experiments.common.results_json import REPOSITORY
+
+PROG = "python -m experiments.results_table"
+README = REPOSITORY / "README.md"
+RESULTS = REPOSITORY / "docs" / "results"
+BEGIN = (
+    "<!-- results-table: written by python -m experiments.results_table from docs/results/; edit those -->"
+)
+END = "<!-- /results-table -->"
+HEADER = [
+    "| env | model (warm-start steps) | start | after RL | does RL help? | details |",
+    "|---|---|---|---|---|---|",
+]
+HISTORY = "docs/results/history.md"
+SMOLLM2_RUNS = f"[SmolLM2 runs]({HISTORY}#smollm2-135m-instruct-per-env)"
+TINY_WARM_STARTS = f"[tiny warm starts]({HISTORY}#tiny-model-warm-starts)"
+
+
+def load(name: str) -> dict[str, Any]:
+    return json.loads((RESULTS / name).read_text())
+
+
+def pct(value: float) -> str:
+    """0.273 -> ``27.3%``."""
+    return f"{100 * value:.1f}%"
+
+
+def rate(metrics: dict[str, Any]) -> str:
+    """Success with its 95% interval: ``27.3% (20.4-35.6%)``."""
+    low, high = 100 * metrics["success_ci95_low"], 100 * metrics["success_ci95_high"]
+    return f"{pct(metrics['success'])} ({low:.1f}-{high:.1f}%)"
+
+
+def points(value: float) -> str:
+    """A difference of success rates in percentage points: ``+8.6 points``."""
+    return f"{value:+.1f} points"
+
+
+def overlap(before: dict[str, Any], after: dict[str, Any]) -> str:
+    separated = after["success_ci95_low"] > before["success_ci95_high"]
+    return "intervals separated" if separated else "intervals overlap"
+
+
+def rows() -> list[list[str]]:
+    """The table's rows (cells without the pipes)."""
+    job = load("default_job/summary.json")
+    compared = load("compare-FrozenLake.json")["aggregate"]["freshrl/FrozenLake-v0"]
+    tiny = load("tiny_warm_starts/results.json")["envs"]
+    smol = load("smollm2_rl/results.json")["runs"]
+
+    before, after = job["before"], job["after"]
+    gain = points(100 * (after["success"] - before["success"]))
+    default_job = [
+        "FrozenLake",
+        f"tiny LM ({job['warm_start_steps']})",
+        rate(before),
+        f"{rate(after)} after {job['iterations']} iterations (`make demo`, {job['evaluation_num_tasks']} "
+        "tasks)",
+        f"{gain}, {overlap(before, after)}",
+        f"[default job]({HISTORY}#the-default-job-make-demo)",
+    ]
+
+    peaks = [mode["peak"]["mean"] for mode in compared.values()]
+    finals = [mode["final"]["mean"] for mode in compared.values()]
+    start = next(iter(compared.values()))["initial"]["mean"]
+    seeds = len(next(iter(compared.values()))["seeds"])
+    at_peak = round(100 * (sum(peaks) / len(peaks) - start))
+    modes = [
+        "FrozenLake",
+        f"tiny LM ({tiny['freshrl/FrozenLake-v0']['warm_start_steps']}), {seeds} seeds per replay mode",
+        f"{pct(start)} (128 tasks)",
+        f"peak {100 * min(peaks):.1f}-{pct(max(peaks))}, final {100 * min(finals):.1f}-{pct(max(finals))} "
+        f"(means over {seeds} seeds, 30 iterations)",
+        f"yes, ~{at_peak:+d} points at peak, for every replay mode alike",
+        "[compare-FrozenLake.md](docs/results/compare-FrozenLake.md)",
+    ]
+
+    def tiny_row(env: str, name: str) -> list[str]:
+        entry = tiny[env]
+        model = f"{entry['model']} ({entry['warm_start_steps']})"
+        return [name, model, rate(entry["warm_started"]), "not measured", "-", TINY_WARM_STARTS]
+
+    lake, lake_1 = smol["FrozenLake"], smol["FrozenLake, seed 1"]
+    sokoban, sokoban_hot = smol["Sokoban"], smol["Sokoban, RL temperature 1.2"]
+    math, math_16 = smol["Math"], smol["Math, 20-step warm start, groups of 16"]
+    math_hot = smol["Math, 20-step warm start, groups of 16, RL temperature 1.2"]
+    peak = math_hot["evaluations"][0]
+    math_hot_1 = smol["Math, 20-step warm start, groups of 16, RL temperature 1.2, seed 1"]
+    search = smol["NQSearch"]
+    return [
+        default_job,
+        modes,
+        [
+            "FrozenLake",
+            f"SmolLM2 ({lake['warm_start_steps']})",
+            rate(lake["start"]),
+            f"{rate(lake['after'])} after {lake['after']['iteration']} iterations",
+            f"**yes**: {points(lake['stated']['gain_points'])}, {overlap(lake['start'], lake['after'])}; "
+            f"seed 1 {lake_1['stated']['gain_points']:+.1f} (Fisher exact p = "
+            f"{lake_1['stated']['fisher_exact_p']})",
+            SMOLLM2_RUNS,
+        ],
+        tiny_row("freshrl/FrozenLakeVision-v0", "FrozenLakeVision"),
+        tiny_row("freshrl/Sokoban-v0", "Sokoban"),
+        [
+            "Sokoban",
+            f"SmolLM2 ({sokoban['warm_start_steps']})",
+            rate(sokoban["start"]),
+            f"{rate(sokoban['after'])} after {sokoban['after']['iteration']} iterations; "
+            f"{pct(sokoban_hot['after']['success'])} at RL temperature 1.2",
+            "**no**",
+            SMOLLM2_RUNS,
+        ],
+        tiny_row("freshrl/Math-v0", "Math"),
+        [
+            "Math",
+            f"SmolLM2 ({math['warm_start_steps']}), {len(math['seeds'])} seeds",
+            f"{pct(math['start']['success'])} ({math['start']['note']})",
+            f"{rate(math['after'])} after {math['after']['iteration']} iterations, both seeds",
+            "**no**",
+            f"{SMOLLM2_RUNS}, [backfill](docs/results/compare/smollm2-math-backfill/comparison.md)",
+        ],
+        [
+            "Math",
+            f"SmolLM2 ({math_16['warm_start_steps']}), groups of 16",
+            rate(math_16["start"]),
+            f"{rate(math_16['after'])} after {math_16['after']['iteration']}; at RL temperature 1.2, "
+            f"{pct(peak['success'])} after {peak['iteration']} then "
+            f"{pct(math_hot['after']['success'])} after {math_hot['after']['iteration']} (seed 1: "
+            f"{pct(math_hot_1['start']['success'])} -> {pct(math_hot_1['after']['success'])})",
+            "**no**: no setting tried gives a gain that holds",
+            SMOLLM2_RUNS,
+        ],
+        tiny_row("freshrl/NQSearch-v0", "NQSearch"),
+        [
+            "NQSearch",
+            f"SmolLM2 ({search['warm_start_steps']})",
+            rate(search["start"]),
+            f"{rate(search['after'])} after {search['after']['iteration']} iterations",
+            f"at the edge: {points(search['stated']['gain_points'])} on one seed, Fisher exact p = "
+            f"{search['stated']['fisher_exact_p']}, {overlap(search['start'], search['after'])}",
+            SMOLLM2_RUNS,
+        ],
+    ]
+
+
+def table() -> str:
+    """The block as README.md holds it, the markers included."""
+    lines = [BEGIN, *HEADER, *("| " + " | ".join(row) + " |" for row in rows()), END]
+    return "\n".join(lines)
+
+
+def with_table(readme: str) -> str:
+    """``readme`` with the block between the markers replaced by :func:`table`. ValueError when the
+    markers are not there once each, in order."""
+    start, end = readme.find(BEGIN), readme.find(END)
+    if readme.count(BEGIN) != 1 or readme.count(END) != 1 or end < start:
+        raise ValueError(f"README.md must hold the lines {BEGIN!r} and {END!r} once each, in that order")
+    return readme[:start] + table() + readme[end + len(END) :]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog=PROG, description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="exit 1 if README.md's table is not up to date")
+    args = parser.parse_args(argv)
+    current = README.read_text()
+    try:
+        updated = with_table(current)
+    except ValueError as error:
+        parser.error(str(error))
+    if updated == current:
+        print(f"{README.name}: the results table is up to date")
+        return 0
+    if args.check:
+        print(f"{README.name}: the results table differs from docs/results/; run {PROG}")
+        return 1
+    README.write_text(updated)
+    print(f"{README.name}: rewrote the results table from docs/results/")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
