@@ -109,13 +109,14 @@ def progress_postfix(flat: dict[str, float], untrained: int) -> dict[str, str]:
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parse_args(argv)
     from experiments.common.plots import plot_training_curves
+    from experiments.common.quiet_logs import LOG_FILE_NAME, install, worker_runtime_env
+    from experiments.common.ray_session import start_ray
     from experiments.common.results_json import dtype_record, write_json
-    from models.progress import Progress, quiet_library_bars_in_logs
+    from models.progress import Progress
 
-    quiet_library_bars_in_logs()
     settings: RunSettings = args.run
     output = Path(args.output or f"results/{settings.env.split('/')[-1]}-{time.strftime('%Y%m%d-%H%M%S')}")
-    output.mkdir(parents=True, exist_ok=True)
+    log_file = install(output / LOG_FILE_NAME)
     if settings.model is None:
         what = "warm-starting the tiny model" if settings.warm_start else "the untrained tiny model"
         print(f"freshrl: no --model; {what} on {settings.env} (built once, then cached)")
@@ -138,8 +139,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     )
     print(
         f"freshrl: training {settings.algorithm} + {config.replay_mode} at the {settings.resolved_scale} "
-        f"scale on {settings.env}; results in {output}"
+        f"scale on {settings.env}; results in {output}, full log in {log_file}"
     )
+    start_ray(runtime_env=worker_runtime_env(log_file))
     algo = config.build_algo()
     if args.resume:
         algo.restore_from_path(str(Path(args.resume).resolve()))
