@@ -13,6 +13,11 @@ policy, in one place:
   the same filter through Ray's ``runtime_env`` (:func:`worker_runtime_env`, passed to ``ray.init``), and
   append to the same log file.
 
+Two lines are fixed where they start instead: the checkpoint-shard bar of vLLM's engine start
+(``models/engine.py``) and torch's ``reduce_op`` FutureWarning, tripped by vLLM's kernel scan
+(``models/vllm_env.py``). torch's C++ warnings reach neither the console nor the log (see
+:data:`ENVIRONMENT`).
+
 ``FRESHRL_VERBOSE=1`` shows everything on the console as before (the log file is written all the same). It
 is an environment variable rather than an option because torch reads its C++ log level when it is first
 imported, before a command line is parsed, and because Ray's workers inherit it unchanged.
@@ -104,7 +109,7 @@ ENVIRONMENT: dict[str, tuple[str, str]] = {
         f"{VERBOSE}=1",
     ),
 }
-# Shown with FRESHRL_VERBOSE=1 too: the first only routes records.
+# Set with FRESHRL_VERBOSE=1 too: it routes records and hides none.
 VERBOSE_ENVIRONMENT = ("VLLM_CONFIGURE_LOGGING",)
 
 
