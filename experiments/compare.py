@@ -474,13 +474,12 @@ def plot_curves(table: dict[str, Any], output: Path) -> list[Path]:
 
 # ---------------------------------------------------------------------------------------------------------
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    from models.progress import quiet_library_bars_in_logs
+    from experiments.common.quiet_logs import LOG_FILE_NAME, install, worker_runtime_env
 
     args = parse_args(argv)
-    quiet_library_bars_in_logs()
     record = provenance(PROG, argv)
     output = Path(args.output or f"results/compare-{time.strftime('%Y%m%d-%H%M%S')}")
-    output.mkdir(parents=True, exist_ok=True)
+    log_file = install(output / LOG_FILE_NAME)
     jobs = [(env, mode, seed) for seed in range(args.seeds) for env in args.envs for mode in args.modes]
     runs, ran, skipped = [], [], []
     for index, (env, mode, seed) in enumerate(jobs, start=1):
@@ -490,7 +489,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         path = run_path(output, env, mode, seed)
         run = load_finished(path, settings)
         if run is None:
-            start_ray()
+            start_ray(runtime_env=worker_runtime_env(log_file))
             run = train_and_evaluate(run_of, config, settings, mode)
             save_run(path, run)
             ran.append(path)

@@ -18,15 +18,14 @@ The models are random, so the text is gibberish; what matters is the plumbing. I
 from __future__ import annotations
 
 import argparse
-import os
 import time
-import warnings
 
 import numpy as np
 import torch
 from transformers import AutoModelForCausalLM
 from transformers.utils import logging as hf_logging
 
+from experiments.common.quiet_logs import command_log_file, install
 from models.chat import ChatRenderer
 from models.engine import Completion, Prompt, RolloutEngine, SamplingConfig
 from models.logprobs import token_logprobs
@@ -72,11 +71,8 @@ def max_logprob_gap(model, prompt: Prompt, completions: list[Completion]) -> flo
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m experiments.demo", description=__doc__.splitlines()[0])
     parser.parse_args(argv)
-    # vLLM reads its log level when the engine first imports it; keep the demo's output readable.
-    os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
-    warnings.filterwarnings("ignore", category=FutureWarning)
-    hf_logging.set_verbosity_error()
     hf_logging.disable_progress_bar()
+    print(f"freshrl: full log in {install(command_log_file('demo'))}")
     start = time.perf_counter()
     lm_path, vlm_path = tiny_lm_path(), tiny_vlm_path()
     print(f"[1] tiny models ready in {time.perf_counter() - start:.1f}s:\n    {lm_path}\n    {vlm_path}")

@@ -237,10 +237,14 @@ def interval(metrics: dict[str, Any]) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parse_args(argv)
     from experiments.common.evaluation_report import write_report
-    from models.progress import Progress, quiet_library_bars_in_logs
+    from experiments.common.quiet_logs import LOG_FILE_NAME, install, worker_runtime_env
+    from experiments.common.ray_session import start_ray
+    from models.progress import Progress
 
-    quiet_library_bars_in_logs()
     output = Path(args.output or f"results/benchmark-{time.strftime('%Y%m%d-%H%M%S')}")
+    log_file = install(output / LOG_FILE_NAME)
+    print(f"freshrl: results in {output}, full log in {log_file}")
+    start_ray(runtime_env=worker_runtime_env(log_file))
     started = time.perf_counter()
     report: dict[str, Any] = {
         "provenance": provenance(PROG, argv),

@@ -181,7 +181,9 @@ def run_sweep(args: argparse.Namespace):
     """Fit the Tune experiment; returns Tune's ``ResultGrid``."""
     from ray import tune
 
-    start_ray()
+    from experiments.common.quiet_logs import worker_runtime_env
+
+    start_ray(runtime_env=worker_runtime_env(args.log_file))
     folder = Path(args.storage_path).resolve() / args.name
     if args.resume:
         if not tune.Tuner.can_restore(folder):
@@ -310,11 +312,11 @@ def _number(value: float) -> str:
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    from models.progress import quiet_library_bars_in_logs
+    from experiments.common.quiet_logs import LOG_FILE_NAME, install
 
     args = parse_args(argv)
-    quiet_library_bars_in_logs()
     args.name = args.name or f"sweep-{args.run.env.split('/')[-1]}-{time.strftime('%Y%m%d-%H%M%S')}"
+    args.log_file = install(Path(args.storage_path).resolve() / args.name / LOG_FILE_NAME)
     results = run_sweep(args)
     rows = trial_rows(results)
     best = best_row(rows)

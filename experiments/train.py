@@ -12,7 +12,9 @@ with a live progress bar, evaluating inside training every ``--eval-every`` iter
 per iteration, ``evaluation/...`` where evaluated), ``curves.png`` (DAPO's monitoring curves and success),
 ``summary.json`` (the evaluations before and after: success with its 95% Wilson interval, pass@k, return,
 format-valid rate, turns, response length; the settings; how many iterations trained nothing; the
-provenance, ``experiments/common/results_json.py``) and ``checkpoint/`` (resume with ``--resume``).
+provenance, ``experiments/common/results_json.py``), ``checkpoint/`` (resume with ``--resume``) and
+``run.log`` (every log record; the console shows the run's lines and real warnings,
+``experiments/common/quiet_logs.py``).
 
 ``--env`` takes a registered id or Gymnasium's ``module:ns/Name-v0``, which imports ``module`` first (in every
 process), so an env registered in a module of one's own trains without editing freshrl
@@ -110,13 +112,14 @@ def progress_postfix(flat: dict[str, float], untrained: int) -> dict[str, str]:
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parse_args(argv)
     from experiments.common.plots import plot_training_curves
+    from experiments.common.quiet_logs import LOG_FILE_NAME, install, worker_runtime_env
+    from experiments.common.ray_session import start_ray
     from experiments.common.results_json import provenance, write_json
-    from models.progress import Progress, quiet_library_bars_in_logs
+    from models.progress import Progress
 
-    quiet_library_bars_in_logs()
     settings: RunSettings = args.run
     output = Path(args.output or f"results/{settings.env.split('/')[-1]}-{time.strftime('%Y%m%d-%H%M%S')}")
-    output.mkdir(parents=True, exist_ok=True)
+    log_file = install(output / LOG_FILE_NAME)
     if settings.model is None:
         what = "warm-starting the tiny model" if settings.warm_start else "the untrained tiny model"
         print(f"freshrl: no --model; {what} on {settings.env} (built once, then cached)")
@@ -140,8 +143,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     )
     print(
         f"freshrl: training {settings.algorithm} + {config.replay_mode} at the {settings.resolved_scale} "
-        f"scale on {settings.env}; results in {output}"
+        f"scale on {settings.env}; results in {output}, full log in {log_file}"
     )
+    start_ray(runtime_env=worker_runtime_env(log_file))
     algo = config.build_algo()
     if args.resume:
         algo.restore_from_path(str(Path(args.resume).resolve()))

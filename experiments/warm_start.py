@@ -32,6 +32,9 @@ from typing import Any
 import torch
 from transformers.utils import logging as hf_logging
 
+from experiments.common.quiet_logs import command_log_file, install, worker_runtime_env
+from experiments.common.ray_session import start_ray
+
 DEFAULT_ENVS = (
     "freshrl/FrozenLake-v0",
     "freshrl/Sokoban-v0",
@@ -177,6 +180,9 @@ def main(argv: list[str] | None = None) -> None:
     )
     args = parser.parse_args(argv)
     hf_logging.disable_progress_bar()
+    log_file = install(command_log_file("warm_start"))
+    print(f"freshrl: full log in {log_file}")
+    start_ray(runtime_env=worker_runtime_env(log_file))
 
     from algorithms.warm_start import recipe_for
 

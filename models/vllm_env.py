@@ -24,11 +24,14 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import warnings
 from collections.abc import Callable
 
 import torch
 
 COMMON_DEFAULTS = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0", "VLLM_LOGGING_LEVEL": "WARNING"}
+# torch.distributed's warning for its deprecated ``reduce_op`` (a regex for warnings.filterwarnings).
+REDUCE_OP_DEPRECATION = r"`torch\.distributed\.reduce_op` is deprecated"
 CPU_DEFAULTS = {
     "VLLM_CPU_OMP_THREADS_BIND": "nobind",
     "VLLM_CPU_NUM_OF_RESERVED_CPU": "0",
@@ -61,6 +64,10 @@ def guard_vllm_kernel_scan() -> None:
     the replay buffer uses) answers ``__dict__`` with a C-function wrapper, and the start fails with
     "'_lib_fn_wrapper' object has no attribute 'get'". The scan resolves ``vars`` through its module's globals
     first, so a ``vars`` that returns an empty dict for such objects fixes the scan alone.
+
+    The scan also reads the ``__dict__`` of ``torch.distributed.reduce_op``, whose every attribute access
+    warns "`torch.distributed.reduce_op` is deprecated" (a FutureWarning, twice per process); nothing uses
+    it, so the scan runs with that one warning ignored.
     """
     from vllm.triton_utils import dispatcher
 
@@ -69,6 +76,17 @@ def guard_vllm_kernel_scan() -> None:
         return namespace if hasattr(namespace, "get") else {}
 
     dispatcher.vars = dict_vars
+    rebind = dispatcher._rebind_kernels
+    if getattr(rebind, "_ignores_reduce_op", False):
+        return
+
+    def rebind_ignoring_reduce_op(*args, **kwargs) -> None:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=REDUCE_OP_DEPRECATION, category=FutureWarning)
+            rebind(*args, **kwargs)
+
+    rebind_ignoring_reduce_op._ignores_reduce_op = True
+    dispatcher._rebind_kernels = rebind_ignoring_reduce_op
 
 
 def keep_parallel_state_while_shared(live_engines: Callable[[], bool]) -> None:
