@@ -1,16 +1,22 @@
 """``python -m experiments.evaluate``: the report on synthetic metrics, the command line, and the real path
-on a tiny workload (2 envs, 2 tasks, 2 samples; one training iteration; a train run's checkpoint)."""
+on a tiny workload (2 envs, 2 tasks, 2 samples; one training iteration; a train run's checkpoint): the
+command in its own process, with what its console shows and its run.log keeps."""
 
 from __future__ import annotations
 
 import json
+import os
 import shlex
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
 from experiments import evaluate, train
 from experiments.common.evaluation_report import env_table, markdown, pass_keys, write_report
-from experiments.common.results_json import dumps, git_state
+from experiments.common.quiet_logs import LOG_FILE_NAME, VERBOSE
+from experiments.common.results_json import git_state
 from models.tiny import tiny_lm_path, tiny_vlm_path
 
 TINY_WORKLOAD = {
@@ -22,6 +28,7 @@ TINY_WORKLOAD = {
     "minibatch_size": 4,
     "engine_kv_cache_gib": 0.5,
 }
+REPO = Path(__file__).resolve().parents[2]
 SETS = [arg for key, value in TINY_WORKLOAD.items() for arg in ("--set", f"{key}={value}")]
 
 
@@ -184,13 +191,46 @@ def test_a_vision_env_gets_the_vision_model_and_text_envs_the_model():
 
 
 # ------------------------------------------------------------------------------------------- the real path
-def test_the_evaluation_writes_its_report_on_a_tiny_workload(tmp_path, ray_session):
+# Lines the libraries print before a run's first result (docs/training.md, experiments/common/quiet_logs.py):
+# none may reach the console of an entry point.
+CONSOLE_NOISE = (
+    "Started a local Ray instance",
+    "on the new API stack",
+    "RLModuleConfig",
+    "Triton",
+    "CUDA_HOME",
+    "NUMA binding",
+    "reduce_op",
+    "Loading safetensors checkpoint shards",
+    "Enforce eager set",
+    "LD_PRELOAD",
+    "torch.set_num_threads",
+    "Trainable.setup took",
+    "gputil",
+)
+
+
+def test_the_evaluate_command_writes_its_report_shows_its_own_lines_and_logs_the_rest(tmp_path):
+    """The real command as a user runs it, in its own process (its process-wide log settings, its own Ray,
+    the engine): the report, a console without the libraries' known-harmless lines, and those in run.log."""
     out = tmp_path / "bench"
     argv = ["--envs", "FrozenLake,Math", "--tasks", "2", "--samples", "2", "--model", str(tiny_lm_path()),
             "--train", "1", "--eval-every", "1", *SETS, "--output", str(out)]  # fmt: skip
-    report = evaluate.main(argv)
+    environ = {key: value for key, value in os.environ.items() if key not in ("RAY_ADDRESS", VERBOSE)}
+    environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), environ.get("PYTHONPATH")]))
+    done = subprocess.run(
+        [sys.executable, "-m", "experiments.evaluate", *argv],
+        cwd=REPO, env=environ, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    console = done.stdout + done.stderr
+    assert done.returncode == 0, console
+    assert "FrozenLake: success" in console and "Math: success" in console
+    assert [line for line in CONSOLE_NOISE if line in console] == []
+    logged = (out / LOG_FILE_NAME).read_text()
+    for line in ("Started a local Ray instance", "on the new API stack", "Enforce eager set"):
+        assert line in logged
+
     saved = json.loads((out / "report.json").read_text())
-    assert saved == json.loads(dumps(report))  # strict JSON: a metric never measured is null
     assert list(saved["envs"]) == ["FrozenLake", "Math"]
     assert saved["provenance"]["command"] == shlex.join(["python", "-m", "experiments.evaluate", *argv])
     assert saved["provenance"]["commit"] == git_state()[0]
