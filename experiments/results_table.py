@@ -14,6 +14,7 @@ import argparse
 import json
 from typing import Any
 
+from algorithms.warm_start import WARM_START_STEPS
 from experiments.common.results_json import REPOSITORY
 
 PROG = "python -m experiments.results_table"
@@ -57,6 +58,12 @@ def overlap(before: dict[str, Any], after: dict[str, Any]) -> str:
     return "intervals separated" if separated else "intervals overlap"
 
 
+def test_of(summary: dict[str, Any]) -> str:
+    """The two-proportion test experiments.train records (``change``), where the summary has it."""
+    change = summary.get("change")
+    return "" if change is None else f" (two-proportion p = {change['p_value']:.2g})"
+
+
 def rows() -> list[list[str]]:
     """The table's rows (cells without the pipes)."""
     job = load("default_job/summary.json")
@@ -68,11 +75,12 @@ def rows() -> list[list[str]]:
     gain = points(100 * (after["success"] - before["success"]))
     default_job = [
         "FrozenLake",
-        f"tiny LM ({job['warm_start_steps']})",
+        # None: the env's default steps (its summary's model path, warm-<env>-steps<N>-..., names them too).
+        f"tiny LM ({job['warm_start_steps'] or WARM_START_STEPS[job['env']]})",
         rate(before),
         f"{rate(after)} after {job['iterations']} iterations (`make demo`, {job['evaluation_num_tasks']} "
         "tasks)",
-        f"{gain}, {overlap(before, after)}",
+        f"{gain}, {overlap(before, after)}{test_of(job)}",
         f"[default job]({HISTORY}#the-default-job-make-demo)",
     ]
 
