@@ -17,9 +17,15 @@ def test_the_committed_readme_table_is_the_generators_output():
     assert results_table.main(["--check"]) == 0
 
 
+def default_job_row(table: str) -> list[str]:
+    rows = (line for line in table.splitlines() if line.startswith("|") and "`make demo`" in line)
+    return next(rows).split(" | ")
+
+
 def test_a_hand_edit_of_the_table_is_caught():
     readme = results_table.README.read_text()
-    edited = readme.replace("35.9% (28.1-44.5%)", "39.5% (28.1-44.5%)", 1)
+    after = default_job_row(readme)[3]  # e.g. "33.2% (29.3-37.4%) after 40 iterations (...)"
+    edited = readme.replace(after, "9" + after, 1)
     assert edited != readme
     assert results_table.with_table(edited) == readme
 
@@ -28,15 +34,21 @@ def test_the_figures_come_from_the_results_files(tmp_path, monkeypatch):
     copy = tmp_path / "results"
     shutil.copytree(results_table.RESULTS, copy)
     job = json.loads((copy / "default_job" / "summary.json").read_text())
-    job["after"] = {"success": 0.5, "success_ci95_low": 0.41, "success_ci95_high": 0.59, "num_episodes": 128}
+    job["before"] = {"success": 0.25, "success_ci95_low": 0.18, "success_ci95_high": 0.33}
+    job["after"] = {"success": 0.5, "success_ci95_low": 0.41, "success_ci95_high": 0.59}
+    job["iterations"], job["evaluation_num_tasks"] = 7, 128
+    job["change"] = {"p_value": 0.000123}
     (copy / "default_job" / "summary.json").write_text(json.dumps(job))
     monkeypatch.setattr(results_table, "RESULTS", copy)
-    row = next(line for line in results_table.table().splitlines() if "`make demo`" in line)
-    assert row.split(" | ")[2:5] == [
-        "27.3% (20.4-35.6%)",
-        "50.0% (41.0-59.0%) after 20 iterations (`make demo`, 128 tasks)",
-        "+22.7 points, intervals separated",
+    assert default_job_row(results_table.table())[2:5] == [
+        "25.0% (18.0-33.0%)",
+        "50.0% (41.0-59.0%) after 7 iterations (`make demo`, 128 tasks)",
+        "+25.0 points, intervals separated (two-proportion p = 0.00012)",
     ]
+    del job["change"]  # a record from before experiments.train recorded the test
+    job["after"]["success_ci95_low"] = 0.30
+    (copy / "default_job" / "summary.json").write_text(json.dumps(job))
+    assert default_job_row(results_table.table())[4] == "+25.0 points, intervals overlap"
 
 
 def test_the_markers_must_be_there_once_each():
