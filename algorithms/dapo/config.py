@@ -148,16 +148,17 @@ class DAPOConfig(AlgorithmConfig):
         # loss as DAPO's until a measurement says otherwise.
         self.entropy_guard = "none"
         # Clip-Cov: r, the fraction of the step's response tokens detached, drawn among those whose covariance
-        # lies in (omega_low, omega_high) = (clip_cov_low, clip_cov_high). 2e-4, 1 and 5: the paper's
-        # settings and verl's defaults alike (policy_loss.clip_cov_ratio, clip_cov_lb, clip_cov_ub).
+        # lies in (omega_low, omega_high) = (clip_cov_low, clip_cov_high). 2e-4, 1 and 5: verl's defaults
+        # (policy_loss.clip_cov_ratio, clip_cov_lb, clip_cov_ub) and its recipe/entropy scripts, which the
+        # paper's authors wrote (docs/entropy_guard.md says how these were sourced).
         self.clip_cov_ratio = 2e-4
         self.clip_cov_low = 1.0
         self.clip_cov_high = 5.0
         # KL-Cov: k, the fraction of the step's response tokens of largest covariance, and beta, the weight of
-        # their penalty |logp - logp_old|. The paper's: k = 2e-3 for Qwen2.5-7B (2e-4 for 32B) and beta = 1,
-        # as verl's recipe/entropy scripts (kl_cov_ratio=0.002, ppo_kl_coef=1). verl's config defaults
-        # (kl_cov_ratio 2e-4, ppo_kl_coef 0.1) come with no source; the paper's smaller model's k is the
-        # nearer to the models here.
+        # their penalty |logp - logp_old|. k = 2e-3 and beta = 1: verl's recipe/entropy scripts for
+        # Qwen2.5-7B (kl_cov_ratio=0.002, ppo_kl_coef=1; 2e-4 for 32B), which the paper's authors wrote.
+        # verl's config defaults (kl_cov_ratio 2e-4, ppo_kl_coef 0.1) come with no source; the smaller
+        # model's k is the nearer to the models here.
         self.kl_cov_ratio = 2e-3
         self.kl_cov_coef = 1.0
         self.advantage_eps = 1e-6
