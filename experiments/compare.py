@@ -312,7 +312,10 @@ def markdown(
         f"{args.config.evaluation_num_tasks} validation tasks, measured before training and every "
         f"{args.config.evaluation_interval or args.run.iterations} iteration(s). "
         f"FreshPER tau = {', '.join(f'{t:g}' for t in taus) or 'n/a'} (age in "
-        f"{age_units}). Model: {models}. Total run time {wall / 60:.1f} min.",
+        f"{age_units}). Model: {models}. Total run time {wall / 60:.1f} min. The FreshPER paper's "
+        "reference code also counts ages in training iterations (a rollout batch and its update), with tau "
+        "500 (1000 on FrozenLake) over runs of thousands of iterations; docs/replay.md (FreshPER at the "
+        "operating point) compares the two operating points.",
         "",
         "## Peak validation success (mean ± 95% interval over seeds; std)",
         "",
