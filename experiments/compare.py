@@ -158,17 +158,26 @@ def curve_point(iteration: int, metrics: dict[str, Any]) -> dict[str, Any]:
 
 
 def train_and_evaluate(run: RunSettings, config, settings: dict[str, Any], mode: str) -> dict[str, Any]:
-    """One run of ``config``: build, evaluate, train (evaluated inside training), stop."""
+    """One run of ``config``: build, evaluate, train (evaluated inside training, with a progress bar: a
+    SmolLM2 run takes a quarter of an hour), stop."""
+    from models.progress import Progress
+
     started = time.perf_counter()
     algo = config.build_algo()
     try:
         curve = [curve_point(0, algo.evaluate_policy())]
         training = []
-        for iteration in range(1, run.iterations + 1):
-            result = algo.train()
-            if "evaluation" in result:
-                curve.append(curve_point(iteration, result["evaluation"]))
-            training.append(flatten({k: v for k, v in result.items() if k not in ("config", "evaluation")}))
+        label = f"{config.env.split('/')[-1]} {mode} seed {config.seed}"
+        with Progress(range(1, run.iterations + 1), desc=label, unit="it") as bar:
+            for iteration in bar:
+                result = algo.train()
+                if "evaluation" in result:
+                    curve.append(curve_point(iteration, result["evaluation"]))
+                    success = curve[-1]["success"]
+                    bar.write(f"{label}, iteration {iteration}: validation success {success:.3f}")
+                training.append(
+                    flatten({k: v for k, v in result.items() if k not in ("config", "evaluation")})
+                )
         if curve[-1]["iteration"] != run.iterations:  # the last iteration is off the evaluation interval
             curve.append(curve_point(run.iterations, algo.evaluate_policy()))
     finally:
