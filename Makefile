@@ -8,9 +8,12 @@ UV := python3 -m uv
 
 .PHONY: setup demo test lint bench tcmalloc
 
+# --compile-bytecode: where PYTHONDONTWRITEBYTECODE is set (as on the CI machines) Python would compile torch,
+# vLLM and Ray from source in every new process (each Ray actor, each subprocess): importing them and starting
+# the first engine took 40 s instead of 17 s (docs/performance.md, "Start-up").
 $(VENV)/.synced-$(VLLM): pyproject.toml uv.lock
 	python3 -m pip install --quiet --disable-pip-version-check "uv>=0.9"
-	$(UV) sync --frozen --extra $(VLLM) --extra ecosystem --group dev
+	$(UV) sync --frozen --compile-bytecode --extra $(VLLM) --extra ecosystem --group dev
 	rm -f $(VENV)/.synced-*
 	touch $@
 
@@ -20,14 +23,15 @@ demo: setup
 	$(PY) -m experiments.train
 
 # Two pytest processes side by side: the pure-Python tests (envs, DAPO's math, the buffer, the repository
-# checks; about 4 minutes) run beside the engine, Ray and experiment tests and end well before them. On 2
-# cores this measured about 15 minutes instead of about 19 one after the other; putting experiments/ in the
-# first half as well made both halves slower. Every test runs once: the second takes tests/ less the first's
-# paths, and the first's report is printed after it. `$(PY) -m pytest -q` runs the same in one process.
+# checks; about 3 minutes) run beside the engine, Ray and experiment tests and end well before them. Every test
+# runs once: the second takes tests/ less the first's paths, and the first's report is printed after it.
+# `$(PY) -m pytest -q` runs the same in one process. OMP_WAIT_POLICY=PASSIVE: torch's and vLLM's OpenMP threads
+# sleep instead of spinning when they wait; with the other process on one of two cores, spinning made a tiny
+# training iteration 2.5-3x slower, sleeping 1.5x (alone, the same speed either way; docs/performance.md).
 FIRST_TESTS := tests/envs tests/benchmarks tests/algorithms/dapo tests/algorithms/replay \
 	tests/test_layering.py tests/test_self_contained.py
 test: setup
-	@$(PY) -m pytest -q $(FIRST_TESTS) > .pytest-first.log 2>&1 & first=$$!; \
+	@export OMP_WAIT_POLICY=PASSIVE; $(PY) -m pytest -q $(FIRST_TESTS) > .pytest-first.log 2>&1 & first=$$!; \
 	$(PY) -m pytest -q tests $(addprefix --ignore=,$(FIRST_TESTS)); second=$$?; \
 	wait $$first; first_status=$$?; \
 	echo "=== $(FIRST_TESTS) ==="; cat .pytest-first.log; \
@@ -41,7 +45,7 @@ bench: $(VENV)/.synced-$(VLLM)-bench
 
 $(VENV)/.synced-$(VLLM)-bench: pyproject.toml uv.lock
 	python3 -m pip install --quiet --disable-pip-version-check "uv>=0.9"
-	$(UV) sync --frozen --extra $(VLLM) --extra ecosystem --extra bench --group dev
+	$(UV) sync --frozen --compile-bytecode --extra $(VLLM) --extra ecosystem --extra bench --group dev
 	rm -f $(VENV)/.synced-*
 	touch $(VENV)/.synced-$(VLLM) $@
 
