@@ -10,7 +10,7 @@ UV := python3 -m uv
 
 # --compile-bytecode: where PYTHONDONTWRITEBYTECODE is set (as on the CI machines) Python would compile torch,
 # vLLM and Ray from source in every new process (each Ray actor, each subprocess): importing them and starting
-# the first engine took 40 s instead of 17 s (docs/performance.md, "Start-up").
+# the first engine took about twice as long (docs/performance.md, "Start-up and the test suite").
 $(VENV)/.synced-$(VLLM): pyproject.toml uv.lock
 	python3 -m pip install --quiet --disable-pip-version-check "uv>=0.9"
 	$(UV) sync --frozen --compile-bytecode --extra $(VLLM) --extra ecosystem --group dev
@@ -22,13 +22,14 @@ setup: $(VENV)/.synced-$(VLLM)
 demo: setup
 	$(PY) -m experiments.train
 
-# Two pytest processes side by side: the pure-Python tests (envs, DAPO's math, the buffer, the repository
-# checks; about 3 minutes) run beside the engine, Ray and experiment tests and end well before them. Every test
-# runs once: the second takes tests/ less the first's paths, and the first's report is printed after it.
-# `$(PY) -m pytest -q` runs the same in one process. OMP_WAIT_POLICY=PASSIVE: torch's and vLLM's OpenMP threads
-# sleep instead of spinning when they wait; with the other process on one of two cores, spinning made a tiny
-# training iteration 2.5-3x slower, sleeping 1.5x (alone, the same speed either way; docs/performance.md).
-FIRST_TESTS := tests/envs tests/benchmarks tests/algorithms/dapo tests/algorithms/replay \
+# Two pytest processes side by side, about 8 minutes on 2 cores (docs/results/test_suite_time.md): the envs,
+# DAPO's math, the buffer, the repository checks and the experiment entry points in one; the engine, model and
+# algorithm tests (the remote Ray actors among them) in the other. Every test runs once: the second takes
+# tests/ less the first's paths, and the first's report is printed after it. `$(PY) -m pytest -q` runs the
+# same in one process. OMP_WAIT_POLICY=PASSIVE: torch's and vLLM's OpenMP threads sleep instead of spinning
+# when they wait; beside a busy process on one of two cores, spinning made a tiny training iteration 2.5-3x
+# slower, sleeping 1.5x (alone, the same speed either way; docs/performance.md, "Start-up and the test suite").
+FIRST_TESTS := tests/envs tests/benchmarks tests/algorithms/dapo tests/algorithms/replay tests/experiments \
 	tests/test_layering.py tests/test_self_contained.py
 test: setup
 	@export OMP_WAIT_POLICY=PASSIVE; $(PY) -m pytest -q $(FIRST_TESTS) > .pytest-first.log 2>&1 & first=$$!; \

@@ -45,7 +45,7 @@ import numpy as np
 
 from algorithms.replay import REPLAY_MODES
 from experiments.common.ray_session import start_ray
-from experiments.common.results_json import dtype_record, dumps, provenance
+from experiments.common.results_json import dtype_record, dumps, git_state, provenance
 from experiments.common.run_config import DEFAULT_ENV, RunSettings, build_config
 from experiments.common.run_options import add_aliases, check_env_id
 from experiments.common.training_metrics import MOSTLY_UNTRAINED_SHARE, flatten, trained_nothing
@@ -163,6 +163,7 @@ def train_and_evaluate(run: RunSettings, config, settings: dict[str, Any], mode:
     from models.progress import Progress
 
     started = time.perf_counter()
+    commit, dirty = git_state()
     algo = config.build_algo()
     try:
         curve = [curve_point(0, algo.evaluate_policy())]
@@ -198,6 +199,9 @@ def train_and_evaluate(run: RunSettings, config, settings: dict[str, Any], mode:
         "iterations_without_training": sum(trained_nothing(flat) for flat in training),
         "wall_s": time.perf_counter() - started,
         "dtypes": dtype_record(config),
+        # A comparison resumed in later sessions can gather runs made by different code: each says which.
+        "commit": commit,
+        "dirty": dirty,
     }
 
 
@@ -301,6 +305,20 @@ def welch_test(a: list[float], b: list[float]) -> dict[str, float | None]:
     return {"difference": float(np.mean(a) - np.mean(b)), "p_value": p, "detectable": detectable}
 
 
+def _commits_sentence(runs: list[dict[str, Any]]) -> str:
+    """Which code made the runs, when a resumed comparison gathered runs from more than one commit (or from
+    uncommitted changes); empty otherwise. Runs saved before runs recorded their commit count as unknown."""
+    made_by: dict[str, int] = {}
+    for run in runs:
+        commit, dirty = run.get("commit"), run.get("dirty")
+        label = "unknown" if commit is None else commit[:7] + (" with uncommitted changes" if dirty else "")
+        made_by[label] = made_by.get(label, 0) + 1
+    if len(made_by) == 1 and not any(run.get("dirty") for run in runs):
+        return ""
+    counts = ", ".join(f"{count} at {label}" for label, count in made_by.items())
+    return f" The runs were made by more than one state of the code: {counts}."
+
+
 def markdown(
     args: argparse.Namespace, table: dict[str, Any], runs: list[dict[str, Any]], command: str
 ) -> str:
@@ -324,7 +342,7 @@ def markdown(
         f"{age_units}). Model: {models}. Total run time {wall / 60:.1f} min. The FreshPER paper's "
         "reference code also counts ages in training iterations (a rollout batch and its update), with tau "
         "500 (1000 on FrozenLake) over runs of thousands of iterations; docs/replay.md (FreshPER at the "
-        "operating point) compares the two operating points.",
+        "operating point) compares the two operating points." + _commits_sentence(runs),
         "",
         "## Peak validation success (mean ± 95% interval over seeds; std)",
         "",

@@ -137,3 +137,15 @@ def test_replay_metrics_of_runs_loaded_from_disk_skip_iterations_that_did_not_lo
     for runs in ([run], [in_memory]):
         table = compare.aggregate(runs)["freshrl/FrozenLake-v0"]
         assert table["freshper"]["replay"]["replay/is_weight_mean"] == 0.5
+
+
+def test_a_report_says_when_its_runs_come_from_more_than_one_commit():
+    args = compare.parse_args(["--modes", "per", "--seeds", "3"])
+    runs = [synthetic_run("per", k, [0.0, 0.5]) for k in range(3)]
+    for run, commit, dirty in zip(runs, ["a" * 40, "a" * 40, "b" * 40], [False, False, True], strict=True):
+        run.update(commit=commit, dirty=dirty)
+    text = compare.markdown(args, compare.aggregate(runs), runs, "cmd")
+    assert "more than one state of the code: 2 at aaaaaaa, 1 at bbbbbbb with uncommitted changes." in text
+    runs[2].update(commit="a" * 40, dirty=False)
+    text = compare.markdown(args, compare.aggregate(runs), runs, "cmd")
+    assert "more than one state of the code" not in text
