@@ -16,6 +16,7 @@ from typing import Any
 
 from algorithms.warm_start import WARM_START_STEPS
 from experiments.common.results_json import REPOSITORY
+from experiments.common.significance import intervals_overlap
 
 PROG = "python -m experiments.results_table"
 README = REPOSITORY / "README.md"
@@ -54,8 +55,7 @@ def points(value: float) -> str:
 
 
 def overlap(before: dict[str, Any], after: dict[str, Any]) -> str:
-    separated = after["success_ci95_low"] > before["success_ci95_high"]
-    return "intervals separated" if separated else "intervals overlap"
+    return "intervals overlap" if intervals_overlap(before, after) else "intervals separated"
 
 
 def test_of(summary: dict[str, Any]) -> str:

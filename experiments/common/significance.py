@@ -34,16 +34,18 @@ def success_change(before: dict[str, Any], after: dict[str, Any]) -> dict[str, A
     z, p_value = two_proportion_test(
         round(before["success"] * n_before), n_before, round(after["success"] * n_after), n_after
     )
-    overlap = (
-        before["success_ci95_low"] <= after["success_ci95_high"]
-        and after["success_ci95_low"] <= before["success_ci95_high"]
-    )
     return {
         "difference": after["success"] - before["success"],
         "z": z,
         "p_value": p_value,
-        "intervals_overlap": overlap,
+        "intervals_overlap": intervals_overlap(before, after),
     }
+
+
+def intervals_overlap(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """Whether the 95% success intervals (``success_ci95_low`` / ``success_ci95_high``) of two evaluations
+    overlap, in either direction."""
+    return a["success_ci95_low"] <= b["success_ci95_high"] and b["success_ci95_low"] <= a["success_ci95_high"]
 
 
 def change_sentence(before: dict[str, Any], after: dict[str, Any]) -> str:

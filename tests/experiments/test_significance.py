@@ -8,7 +8,12 @@ import pytest
 from scipy import stats
 
 from algorithms.dapo.evaluation import wilson_interval
-from experiments.common.significance import change_sentence, success_change, two_proportion_test
+from experiments.common.significance import (
+    change_sentence,
+    intervals_overlap,
+    success_change,
+    two_proportion_test,
+)
 
 
 def evaluation(successes: int, episodes: int) -> dict[str, float | int]:
@@ -59,3 +64,13 @@ def test_a_fall_is_a_fall():
     line = change_sentence(evaluation(60, 100), evaluation(20, 100))
     assert line.startswith("validation success fell from 60.0% to 20.0% (-40.0 points)")
     assert line.endswith("more than noise")
+
+
+def test_intervals_overlap_in_either_direction_or_not_at_all():
+    low, high, middle = (
+        {"success_ci95_low": 0.1, "success_ci95_high": 0.2},
+        {"success_ci95_low": 0.3, "success_ci95_high": 0.4},
+        {"success_ci95_low": 0.15, "success_ci95_high": 0.35},
+    )
+    assert not intervals_overlap(low, high) and not intervals_overlap(high, low)  # a gain or a fall
+    assert intervals_overlap(low, middle) and intervals_overlap(middle, high)
