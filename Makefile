@@ -10,7 +10,7 @@ UV := python3 -m uv
 
 # --compile-bytecode: where PYTHONDONTWRITEBYTECODE is set (as on the CI machines) Python would compile torch,
 # vLLM and Ray from source in every new process (each Ray actor, each subprocess): importing them and starting
-# the first engine took about twice as long (docs/performance.md, "Start-up and the test suite").
+# the first engine took 2.0x as long, 27.9 s against 14.0 s (docs/performance.md, "Start-up and the test suite").
 $(VENV)/.synced-$(VLLM): pyproject.toml uv.lock
 	python3 -m pip install --quiet --disable-pip-version-check "uv>=0.9"
 	$(UV) sync --frozen --compile-bytecode --extra $(VLLM) --extra ecosystem --group dev
@@ -27,8 +27,9 @@ demo: setup
 # algorithm tests (the remote Ray actors among them) in the other. Every test runs once: the second takes
 # tests/ less the first's paths, and the first's report is printed after it. `$(PY) -m pytest -q` runs the
 # same in one process. OMP_WAIT_POLICY=PASSIVE: torch's and vLLM's OpenMP threads sleep instead of spinning
-# when they wait; beside a busy process on one of two cores, spinning made a tiny training iteration 2.5-3x
-# slower, sleeping 1.5x (alone, the same speed either way; docs/performance.md, "Start-up and the test suite").
+# when they wait; beside a process spinning one of two cores, spinning made a tiny model's training step 2.97x
+# slower, sleeping 2.00x (alone, PASSIVE 1.07x; benchmarks.startup, docs/performance.md, "Start-up and the test
+# suite").
 FIRST_TESTS := tests/envs tests/benchmarks tests/algorithms/dapo tests/algorithms/replay tests/experiments \
 	tests/test_layering.py tests/test_self_contained.py
 test: setup
