@@ -15,8 +15,15 @@ that the mismatch correction adds (``_learner_logprobs``). Each repeat starts fr
 optimizer state, so repeats time the same work.
 
     python -m benchmarks.learner_step --model smollm2 --save-batch /tmp/smol_math.pkl
+    python -m benchmarks.learner_step --settings experiments/settings/frozen_lake_smollm2.yaml --iterations 2
     python -m benchmarks.learner_step --model smollm2 --learn /tmp/smol_math.pkl \
         --model-dtype bfloat16 --drift
+    python -m benchmarks.learner_step --settings experiments/settings/frozen_lake_smollm2.yaml \
+        --learn /tmp/frozen_lake.pkl --lora-vs-full 16
+
+``--lora-vs-full RANK`` (learn mode) times full training against LoRA of that rank on the saved batch in one
+run: each arm in its own learn-mode process (its own peak RSS), the arms alternating, and prints trainable
+parameters, the fastest update, tokens/s, peak RSS and the time against full training.
 
 Wall-clock numbers on a shared 2-core machine move with its load (printed): compare runs made back to back.
 """
@@ -27,10 +34,15 @@ import argparse
 import contextlib
 import copy
 import dataclasses
+import json
 import os
 import pickle
 import resource
+import subprocess
+import sys
+import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -40,7 +52,7 @@ from algorithms.dapo import DAPOConfig
 from algorithms.dapo.collate import collate
 from algorithms.trajectory import Trajectory
 from benchmarks.requirements import parse_and_check
-from experiments.common.run_config import RunSettings, build_config
+from experiments.common.run_config import RunSettings, build_config, load_settings, parse_set, starting_model
 from models.dtype import DTYPES
 
 REQUIRES = ("vllm",)
@@ -56,14 +68,23 @@ def peak_rss_gib() -> float:
 
 
 def learner_config(args: argparse.Namespace) -> DAPOConfig:
-    """The config of the shipped scale through the one builder (experiments.common.run_config), on-policy
-    and without dynamic sampling, with the command line's dtypes and learner settings on top."""
-    model = args.model
-    if args.model == "tiny":
-        from algorithms.warm_start import tiny_base_path
+    """The config through the one builder (experiments.common.run_config): with ``--settings``, that run's
+    config exactly as ``experiments.train`` builds it (its warm-started model, env config, dynamic sampling
+    and replay); else the shipped scale on-policy and without dynamic sampling. Then the command line's
+    ``--set`` keys, dtypes and learner settings on top."""
+    overrides: dict[str, Any] = {}
+    if args.settings:
+        settings = load_settings(args.settings)
+        model = starting_model(settings)
+    else:
+        model = args.model
+        if args.model == "tiny":
+            from algorithms.warm_start import tiny_base_path
 
-        model = str(tiny_base_path(args.env))
-    overrides: dict[str, Any] = {"dynamic_sampling": False, "replay_mode": "on_policy"}
+            model = str(tiny_base_path(args.env))
+        settings = RunSettings(env=args.env, scale=args.scale, model=model)
+        overrides.update({"dynamic_sampling": False, "replay_mode": "on_policy"})
+    overrides.update(parse_set(args.set))
     if args.model_dtype:
         overrides["model_dtype"] = args.model_dtype
     if args.engine_dtype:
@@ -74,7 +95,7 @@ def learner_config(args: argparse.Namespace) -> DAPOConfig:
         overrides["micro_batch_size"] = args.micro_batch_size
     if args.mismatch_correction is not None:
         overrides["mismatch_correction"] = {"on": True, "off": False}[args.mismatch_correction]
-    config = build_config(RunSettings(env=args.env, scale=args.scale, model=model), overrides)
+    config = build_config(dataclasses.replace(settings, model=model), overrides)
     dtypes = config.resolved_dtypes()
     print(f"learner dtype {dtypes['model_dtype_reason']}; engine dtype {dtypes['engine_dtype_reason']}")
     return config
@@ -124,7 +145,7 @@ def run_iterations(args: argparse.Namespace) -> None:
         label = "warm-up" if i == 0 else f"timed {i}"
         trained = describe(captured[-1]) if captured else "nothing trained"
         print(
-            f"{args.model} {label}: {total:.1f} s (rollout {split['rollout']:.1f}, "
+            f"{args.label} {label}: {total:.1f} s (rollout {split['rollout']:.1f}, "
             f"learn {split['learn']:.1f}, sync {split['weight_sync']:.1f}; CPU s: rollout "
             f"{cpu.get('timing/rollout_s', 0):.1f}, learn {cpu.get('timing/learn_s', 0):.1f}, sync "
             f"{cpu.get('timing/weight_sync_s', 0):.1f}); {trained}; "
@@ -135,7 +156,7 @@ def run_iterations(args: argparse.Namespace) -> None:
             rows.append({**split, **{f"cpu_{k.split('/')[1][:-2]}": v for k, v in cpu.items()}})
     means = {name: float(np.mean([r[name] for r in rows])) for name in rows[0]}
     print(
-        f"{args.model} mean of {len(rows)}: rollout {means['rollout']:.1f} s, learn {means['learn']:.1f} s, "
+        f"{args.label} mean of {len(rows)}: rollout {means['rollout']:.1f} s, learn {means['learn']:.1f} s, "
         f"sync {means['weight_sync']:.1f} s (CPU s: rollout {means['cpu_rollout']:.1f}, learn "
         f"{means['cpu_learn']:.1f}, sync {means['cpu_weight_sync']:.1f}); peak RSS {peak_rss_gib():.2f} GiB",
         flush=True,
@@ -185,8 +206,12 @@ def run_learn(args: argparse.Namespace) -> None:
             flush=True,
         )
     model_dtype = config.resolved_dtypes()["model_dtype"]
+    if args.result_json:
+        trainable = sum(p.numel() for p in module.model.parameters() if p.requires_grad)
+        record = {"update_s": times[1:], "peak_rss_gib": peak_rss_gib(), "trainable_parameters": trainable}
+        Path(args.result_json).write_text(json.dumps(record))
     print(
-        f"learn ({args.model}, {model_dtype}, share_prefix {config.share_prefix}, micro-batch "
+        f"learn ({args.label}, {model_dtype}, share_prefix {config.share_prefix}, micro-batch "
         f"{config.micro_batch_size}, mismatch correction {config.resolved_mismatch_correction()}): "
         f"{np.mean(times[1:]):.2f} s (min {min(times[1:]):.2f}); peak RSS {peak_rss_gib():.2f} GiB",
         flush=True,
@@ -200,6 +225,53 @@ def run_learn(args: argparse.Namespace) -> None:
             f"mismatch-correction forward (no grad, {model_dtype}): {time.perf_counter() - started:.2f} s",
             flush=True,
         )
+
+
+def run_lora_vs_full(args: argparse.Namespace, argv: list[str]) -> None:
+    """Full training against LoRA of rank ``--lora-vs-full`` on the saved batch, in one run: each arm's
+    updates in a fresh process of learn mode (so that each has its own peak RSS), the arms alternating for
+    ``--repeats`` rounds (so that the machine's load falls on both); each arm's fastest update. Tokens/s
+    counts the batch's tokens (prompts included) per update."""
+    with open(args.learn, "rb") as handle:
+        batch: list[Trajectory] = pickle.load(handle)
+    tokens = sum(len(t.token_ids) for t in batch)
+    print(f"batch: {describe(batch)}", flush=True)
+    passed_on = without_options(argv, {"--lora-vs-full": 1, "--repeats": 1, "--result-json": 1})
+    arms = {"full": 0, f"LoRA r={args.lora_vs_full}": args.lora_vs_full}
+    records: dict[str, list[dict[str, Any]]] = {name: [] for name in arms}
+    for round_ in range(args.repeats):
+        for name, rank in arms.items():
+            with tempfile.TemporaryDirectory() as folder:
+                result = Path(folder) / "result.json"
+                command = [sys.executable, "-m", "benchmarks.learner_step", *passed_on, "--repeats", "1"]
+                command += ["--set", f"lora_rank={rank}", "--result-json", str(result)]
+                print(f"round {round_ + 1}, {name}: {' '.join(command[1:])}", flush=True)
+                subprocess.run(command, check=True)
+                records[name].append(json.loads(result.read_text()))
+    full = min(t for r in records["full"] for t in r["update_s"])
+    print("| arm | trainable parameters | update s (fastest) | tokens/s | peak RSS GiB (max) | time / full |")
+    print("|---|---|---|---|---|---|")
+    for name, runs in records.items():
+        fastest = min(t for r in runs for t in r["update_s"])
+        peak = max(r["peak_rss_gib"] for r in runs)
+        print(
+            f"| {name} | {runs[0]['trainable_parameters']:,} | {fastest:.1f} | {tokens / fastest:.0f} | "
+            f"{peak:.2f} | {fastest / full:.2f}x |",
+            flush=True,
+        )
+
+
+def without_options(argv: list[str], options: dict[str, int]) -> list[str]:
+    """``argv`` without each of ``options`` (option -> how many values follow it, or ``--option=value``)."""
+    kept, skip = [], 0
+    for item in argv:
+        if skip:
+            skip -= 1
+        elif item in options:
+            skip = options[item]
+        elif item.split("=", 1)[0] not in options:
+            kept.append(item)
+    return kept
 
 
 def trimmed(batch: list[Trajectory], tokens: int) -> list[Trajectory]:
@@ -258,6 +330,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--share-prefix", choices=("on", "off"), default=None, help="default: DAPOConfig's")
     parser.add_argument("--micro-batch-size", type=int, default=0, help="default: the scale's")
     parser.add_argument("--mismatch-correction", choices=("on", "off"), default=None, help="default: auto")
+    parser.add_argument(
+        "--settings", help="a run's settings file (experiments/settings/): time that run's iterations"
+    )
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a DAPOConfig key, as experiments.train's",
+    )
     parser.add_argument("--iterations", type=int, default=1, help="timed iterations after the warm-up")
     parser.add_argument("--save-batch", help="pickle the last fresh batch here (iteration mode)")
     parser.add_argument("--learn", help="a saved batch: time the learner alone on it")
@@ -266,13 +348,26 @@ def main(argv: list[str] | None = None) -> None:
         "--vary-shapes", action="store_true", help="each repeat trims a token per trajectory (new shapes)"
     )
     parser.add_argument("--drift", action="store_true", help="bf16 vs fp32 logprobs (learn mode)")
+    parser.add_argument(
+        "--lora-vs-full",
+        type=int,
+        default=0,
+        metavar="RANK",
+        help="learn mode: full training against LoRA of this rank, each in its own process, alternating",
+    )
+    parser.add_argument("--result-json", help=argparse.SUPPRESS)  # learn mode's figures, for --lora-vs-full
     parser.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (0: torch's default)")
     args = parse_and_check(parser, argv, REQUIRES)
     args.scale = args.scale or ("smollm2" if args.model == "smollm2" else "tiny")
+    args.label = Path(args.settings).stem if args.settings else args.model
     if args.threads:
         torch.set_num_threads(args.threads)
     print(f"torch threads {torch.get_num_threads()}, load {load_average()}", flush=True)
-    if args.learn:
+    if args.lora_vs_full and not args.learn:
+        parser.error("--lora-vs-full times the learner on a saved batch: add --learn BATCH")
+    if args.lora_vs_full:
+        run_lora_vs_full(args, sys.argv[1:] if argv is None else argv)
+    elif args.learn:
         run_learn(args)
     else:
         run_iterations(args)

@@ -113,3 +113,19 @@ def test_the_replay_benchmark_records_its_agreement_with_provenance(tmp_path):
     assert 0.0 <= results["agreement_max_relative_difference"] < 1e-12
     names = ("direct", "ours/freshper", "ours/per", "ours/freshper_poly")
     assert set(results["seconds"]) == {f"{n} {name}" for n in (1000, 10000) for name in names}
+
+
+def test_learner_step_passes_its_arguments_on_to_each_arm_without_the_driver_options():
+    from benchmarks.learner_step import without_options
+
+    argv = ["--learn", "b.pkl", "--lora-vs-full", "16", "--repeats=3", "--set", "lr=1e-5"]
+    argv += ["--result-json", "x"]
+    assert without_options(argv, {"--lora-vs-full": 1, "--repeats": 1, "--result-json": 1}) == [
+        "--learn", "b.pkl", "--set", "lr=1e-5",
+    ]  # fmt: skip
+
+
+def test_learner_step_lora_vs_full_needs_a_saved_batch(capsys):
+    with pytest.raises(SystemExit):
+        benchmark("learner_step").main(["--lora-vs-full", "16"])
+    assert "add --learn BATCH" in capsys.readouterr().err
