@@ -243,7 +243,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             configs[env] = [build_config(run_settings(args, env, arm)) for arm in args.arms]
         except ValueError as error:
             raise SystemExit(f"{PROG}: {error}") from None
-    # What the report's header states: the first env's settings and config of each arm.
+    args.run = workload_settings(PROG, args, env=args.envs[0])  # what every run shares
+    args.config = build_config(args.run)
+    # What the report's header states, which an arm may change: the first env's settings and config per arm.
     args.arm_runs = [run_settings(args, args.envs[0], arm) for arm in args.arms]
     args.arm_configs = configs[args.envs[0]]
     return args
