@@ -1,16 +1,22 @@
-"""On-policy vs standard PER vs FreshPER (and its polynomial variant): ``python -m experiments.compare``.
+"""Arms of a comparison, trained and tested against each other: ``python -m experiments.compare``.
 
-``--modes`` also takes ``freshper+backfill``: FreshPER with replay as backfill, tested against FreshPER like
-every other mode.
+By default the arms are the replay modes: on-policy vs standard PER vs FreshPER (and its polynomial
+variant), picked with ``--modes``, which also takes ``freshper+backfill`` (FreshPER with replay as backfill),
+each tested against FreshPER. ``--arms KEY=V1,V2[,...]`` compares the values of any DAPOConfig or run key
+instead (the keys ``--set`` takes, each value read as ``--set`` reads it), each tested against the first:
 
-For every (seed, env, mode) it builds DAPO with ``experiments.common.run_config.build_config`` (the env's
+    python -m experiments.compare --envs freshrl/Sokoban-v0 --arms advantage=episode,gigpo --seeds 3
+
+For every (seed, env, arm) it builds DAPO with ``experiments.common.run_config.build_config`` (the env's
 settings file, then the options of ``experiments.sweep``: ``--model``, by default the tiny model warm-started
-on the env; ``--algorithm``, ``--scale``, ``--set key=value`` and the workload options; 3 iterations evaluated
-every iteration on 16 tasks unless the options say otherwise), measures validation success before training
-(``DAPO.evaluate_policy``) and inside training every ``--eval-every`` iterations (RLlib's
-``evaluation_interval``; the last iteration always), then stops the algorithm. Validation success is the mean
-success of ``--eval-samples`` episode(s) on each of the first ``--eval-tasks`` tasks of the validation split
-(``envs/seeds.py``), sampled with the training settings; the same tasks for every run.
+on the env; ``--algorithm``, ``--scale``, ``--set key=value`` and the workload options; then the arm's keys;
+3 iterations evaluated every iteration on 16 tasks unless the options say otherwise), measures validation
+success before training (``DAPO.evaluate_policy``) and inside training every ``--eval-every`` iterations
+(RLlib's ``evaluation_interval``; the last iteration always), then stops the algorithm. Validation success is
+the mean success of ``--eval-samples`` episode(s) on each of the first ``--eval-tasks`` tasks of the
+validation split (``envs/seeds.py``), sampled with the training settings; the same tasks for every run. Each
+run also records its wall time and the peak resident memory of this process while it ran
+(``experiments/common/peak_memory.py``; Ray actors are other processes and not counted).
 
 The runs are sequential, in this process: each builds its algorithm, trains, evaluates and stops, while Ray
 (started once) and the imported torch / vLLM stay up. Tune trials would each start a fresh worker process
@@ -18,15 +24,19 @@ The runs are sequential, in this process: each builds its algorithm, trains, eva
 (``experiments.sweep``) is where Tune pays off.
 
 Output, in ``--output`` (default ``results/compare-<time>``):
-  ``runs/<env>__<mode>__seed<k>.json``  one finished run (curve, per-iteration training metrics, settings);
-      written when the run ends, and skipped when the command is rerun with the same ``--output``, so an
-      interrupted comparison resumes where it stopped (a run saved with other settings is an error);
-  ``comparison.md``  FreshPER's Table 1 layout: rows = tasks, columns = modes, cell = peak validation success
+  ``runs/<env>__<arm>__seed<k>.json``  one finished run (curve, per-iteration training metrics, settings,
+      wall time, peak memory); ``<arm>`` is the replay mode, or ``KEY-VALUE`` for ``--arms``
+      (``FrozenLake-v0__lora_rank-16__seed0.json``). Written when the run ends, and skipped when the command
+      is rerun with the same ``--output``, so an interrupted comparison resumes where it stopped (a run saved
+      with other settings is an error);
+  ``comparison.md``  FreshPER's Table 1 layout: rows = tasks, columns = arms, cell = peak validation success
       (the maximum over the evaluations after training started) as mean +- 95% t interval over seeds (and the
-      standard deviation); the final success the same way; Welch's t-test of FreshPER against each other mode
-      with the smallest difference the run could detect; the replay metrics (importance weights, success
-      share, ages, decay of the oldest item, dual-clip fraction); the paper's Table 1 beside it for reference;
-  ``curves-<env>.png``  validation success over iterations, mean per mode with the range over seeds;
+      standard deviation); the final success the same way; Welch's t-test of the reference arm (FreshPER for
+      replay modes, else the first arm) against each other arm with the smallest difference the run could
+      detect; the replay metrics (importance weights, success share, ages, decay of the oldest item,
+      dual-clip fraction) where some arm replays; the cost per arm (wall minutes and peak memory per run);
+      for replay modes, the paper's Table 1 beside it for reference;
+  ``curves-<env>.png``  validation success over iterations, mean per arm with the range over seeds;
   ``results.json``  its provenance (``experiments/common/results_json.py``), every run's raw numbers and the
       aggregates.
 """
@@ -35,18 +45,29 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import hashlib
 import json
 import os
+import re
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from algorithms.replay import REPLAY_MODES
+from experiments.common.peak_memory import SAMPLE_INTERVAL_S, PeakRss
 from experiments.common.ray_session import start_ray
 from experiments.common.results_json import dtype_record, dumps, git_state, provenance
-from experiments.common.run_config import DEFAULT_ENV, RunSettings, build_config
+from experiments.common.run_config import (
+    DEFAULT_ENV,
+    RunSettings,
+    SettingsError,
+    build_config,
+    parse_set,
+    run_keys,
+)
 from experiments.common.run_options import add_aliases, check_env_id
 from experiments.common.training_metrics import MOSTLY_UNTRAINED_SHARE, flatten, trained_nothing
 from experiments.common.workload import add_workload_args, workload_config, workload_settings
@@ -58,8 +79,6 @@ MODE_LABELS = {
     "freshper": "FreshPER",
     "freshper_poly": "FreshPER (polynomial decay)",
 }
-# FreshPER's Table 1 (peak performance; REINFORCE++ backbone), as the authors' repository reports it:
-# task -> (metric, on-policy, standard PER, FreshPER).
 # Arms beyond the replay modes: a replay mode with DAPOConfig keys on top. FreshPER with replay as backfill
 # (a short batch filled from the buffer instead of training short).
 VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
@@ -67,6 +86,9 @@ VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
 }
 MODE_LABELS["freshper+backfill"] = "FreshPER + replay backfill"
 COMPARE_MODES = (*REPLAY_MODES, *VARIANTS)
+REFERENCE_MODE = "freshper"  # the replay mode every other one is tested against
+# FreshPER's Table 1 (peak performance; REINFORCE++ backbone), as the authors' repository reports it:
+# task -> (metric, on-policy, standard PER, FreshPER).
 PAPER_TABLE_1: dict[str, tuple[str, float, float, float]] = {
     "NQ Search (LLM)": ("exact match", 0.508, 0.336, 0.742),
     "AIME (LLM)": ("success", 0.205, 0.168, 0.242),
@@ -85,6 +107,89 @@ PAPER_TASK = {
     "freshrl/FrozenLake-v0": "FrozenLake (LLM)",
     "freshrl/FrozenLakeVision-v0": "FrozenLake (VLM)",
 }
+# Keys a comparison sets itself, so they cannot be arms: the option that sets them instead.
+NOT_ARMS = {"env": "--envs", "seed": "--seeds"}
+# A value's characters kept as they are in a run's file name; any other makes the name a slug plus a hash.
+_FILE_SAFE = re.compile(r"[^A-Za-z0-9._+-]")
+_MAX_VALUE_IN_NAME = 40
+
+
+@dataclass(frozen=True)
+class Arm:
+    """One arm of a comparison: what its runs set on top of the command line.
+
+    ``label`` names it in the saved runs, ``results.json`` and the console (a replay mode, or ``KEY=VALUE``
+    as typed); ``name`` heads its column in the report; ``file_stem`` is the middle of its runs' file names;
+    ``keys`` are the DAPOConfig or run keys it sets, as ``--set`` takes them."""
+
+    label: str
+    name: str
+    file_stem: str
+    keys: dict[str, Any]
+
+
+def mode_arm(mode: str) -> Arm:
+    """The arm of a replay mode or a variant (its replay mode plus its keys); its file names are the ones
+    comparisons have always written, so committed comparisons resume."""
+    replay, keys = VARIANTS.get(mode, (mode, {}))
+    return Arm(mode, MODE_LABELS[mode], mode, {"replay_mode": replay, **keys})
+
+
+def parse_arms(text: str) -> list[Arm]:
+    """``KEY=V1,V2[,...]`` -> one arm per value. The key is checked and each value read as ``--set`` does
+    (``experiments.common.run_config.parse_set``: YAML, so 16 is an int, true a bool, gigpo a string); the
+    values are split at the commas outside brackets and quotes, so ``adam_betas=[0.9,0.99],[0.9,0.999]`` is
+    two arms. A :class:`SettingsError` for fewer than 2 values, a duplicate, an empty value or a bad key."""
+    key, sep, values = text.partition("=")
+    key = key.strip()
+    if not sep or not key:
+        raise SettingsError(f"--arms takes KEY=V1,V2,... (e.g. --arms lora_rank=0,16), got {text!r}")
+    if key in NOT_ARMS:
+        raise SettingsError(f"--arms {key}=...: the comparison sets {key} itself; use {NOT_ARMS[key]}")
+    items = _top_level_items(values)
+    if "" in items:
+        raise SettingsError(f"--arms {text}: an empty value; write null for None")
+    parsed = [parse_set([f"{key}={item}"])[key] for item in items]
+    if len(items) < 2:
+        raise SettingsError(f"--arms {text}: give at least 2 values to compare (--arms {key}=V1,V2)")
+    canonical = [dumps(value, indent=None) for value in parsed]
+    for index, form in enumerate(canonical):
+        if form in canonical[:index]:
+            first = items[canonical.index(form)]
+            raise SettingsError(
+                f"--arms {text}: {first!r} and {items[index]!r} are the same value; give each value once"
+            )
+    return [
+        Arm(f"{key}={item}", f"{key}={item}", _file_stem(key, item), {key: value})
+        for item, value in zip(items, parsed, strict=True)
+    ]
+
+
+def _top_level_items(text: str) -> list[str]:
+    """``text`` split at the commas outside brackets and quotes, each item stripped."""
+    items, depth, quote, start = [], 0, None, 0
+    for index, char in enumerate(text):
+        if quote is not None:
+            quote = None if char == quote else quote
+        elif char in "\"'":
+            quote = char
+        elif char in "[{":
+            depth += 1
+        elif char in "]}":
+            depth -= 1
+        elif char == "," and depth == 0:
+            items.append(text[start:index])
+            start = index + 1
+    return [item.strip() for item in [*items, text[start:]]]
+
+
+def _file_stem(key: str, value: str) -> str:
+    """``KEY-VALUE`` for a run's file name: the value as typed where it is short and file-safe, else its
+    safe characters and a hash of it, so two values never share a name."""
+    safe = _FILE_SAFE.sub("_", value)
+    if safe != value or len(safe) > _MAX_VALUE_IN_NAME:
+        safe = f"{safe[:_MAX_VALUE_IN_NAME]}-{hashlib.sha256(value.encode()).hexdigest()[:8]}"
+    return f"{key}-{safe}"
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -95,38 +200,69 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--modes",
         nargs="+",
-        default=list(REPLAY_MODES),
+        default=None,
         choices=COMPARE_MODES,
-        help="replay modes, and freshper+backfill (FreshPER with --set replay_backfill=true); default: the "
-        "replay modes",
+        help="replay modes, and freshper+backfill (FreshPER with --set replay_backfill=true), tested against "
+        "FreshPER; default: the replay modes",
     )
-    parser.add_argument("--seeds", type=int, default=2, help="training seeds 0..n-1 per (env, mode)")
+    parser.add_argument(
+        "--arms",
+        default=None,
+        metavar="KEY=V1,V2,...",
+        help="compare these values of a DAPOConfig or run key instead of replay modes, each tested against "
+        "the first (values as --set reads them), e.g. --arms lora_rank=0,16",
+    )
+    parser.add_argument("--seeds", type=int, default=2, help="training seeds 0..n-1 per (env, arm)")
     add_aliases(parser, ("--tau",))
     parser.add_argument("--output", default=None, help="results folder (default results/compare-<time>)")
     add_workload_args(parser)
     args = parser.parse_args(argv)
     if args.seeds < 1:
         parser.error(f"--seeds must be >= 1, got {args.seeds}")
+    if args.arms is not None and args.modes is not None:
+        parser.error(
+            "--arms and --modes exclude each other: the replay modes are arms of replay_mode; drop --modes "
+            "to compare --arms, or drop --arms to compare replay modes"
+        )
+    args.replay_arms = args.arms is None
+    if args.replay_arms:
+        args.arms = [mode_arm(mode) for mode in args.modes or REPLAY_MODES]
+    else:
+        try:
+            args.arms = parse_arms(args.arms)
+            given = parse_set(args.set)
+        except SettingsError as error:
+            parser.error(str(error))
+        for key in set(args.arms[0].keys) & set(given):
+            parser.error(f"--arms sets {key} in each arm; drop it from --set (or its alias, e.g. --tau)")
+    args.reference = REFERENCE_MODE if args.replay_arms else args.arms[0].label
+    configs = {}
     for env in args.envs:
         check_env_id(env)
         try:
-            build_config(run_settings(args, env))
+            configs[env] = [build_config(run_settings(args, env, arm)) for arm in args.arms]
         except ValueError as error:
             raise SystemExit(f"{PROG}: {error}") from None
-    args.run = run_settings(args, args.envs[0])  # what every run shares (the report's header)
+    args.run = workload_settings(PROG, args, env=args.envs[0])  # what every run shares
     args.config = build_config(args.run)
+    # What the report's header states, which an arm may change: the first env's settings and config per arm.
+    args.arm_runs = [run_settings(args, args.envs[0], arm) for arm in args.arms]
+    args.arm_configs = configs[args.envs[0]]
     return args
 
 
-def run_settings(args: argparse.Namespace, env: str, mode: str | None = None, seed: int = 0) -> RunSettings:
-    """The settings of the run (env, mode, seed); a variant is its replay mode plus its keys."""
-    replay, keys = VARIANTS.get(mode, (mode, {}))
-    chosen = {"seed": seed, **({} if replay is None else {"replay_mode": replay}), **keys}
-    return workload_settings(PROG, args, env=env, overrides=chosen)
+def run_settings(args: argparse.Namespace, env: str, arm: Arm, seed: int = 0) -> RunSettings:
+    """The settings of the run (env, arm, seed): the command line, then the arm's keys, its DAPOConfig
+    keys in the run's overrides and its run keys in their fields (both in what a resumed run must match)."""
+    keys = {"seed": seed, **arm.keys}
+    settings = workload_settings(
+        PROG, args, env=env, overrides={k: v for k, v in keys.items() if k not in run_keys()}
+    )
+    return dataclasses.replace(settings, **{k: v for k, v in keys.items() if k in run_keys()})
 
 
-def run_path(output: Path, env: str, mode: str, seed: int) -> Path:
-    return output / "runs" / f"{env.split('/')[-1]}__{mode}__seed{seed}.json"
+def run_path(output: Path, env: str, arm: Arm, seed: int) -> Path:
+    return output / "runs" / f"{env.split('/')[-1]}__{arm.file_stem}__seed{seed}.json"
 
 
 def saved_settings(settings: RunSettings, config) -> dict[str, Any]:
@@ -144,6 +280,8 @@ def load_finished(path: Path, settings: dict[str, Any]) -> dict[str, Any] | None
         raise SystemExit(
             f"compare: {path} was run with {run['settings']}, not {settings}; use another --output"
         )
+    if "arm" not in run:  # saved when the only arms were replay modes, which it named "mode"
+        run["arm"] = run.pop("mode")
     return run
 
 
@@ -157,37 +295,41 @@ def curve_point(iteration: int, metrics: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def train_and_evaluate(run: RunSettings, config, settings: dict[str, Any], mode: str) -> dict[str, Any]:
+def train_and_evaluate(run: RunSettings, config, settings: dict[str, Any], arm: str) -> dict[str, Any]:
     """One run of ``config``: build, evaluate, train (evaluated inside training, with a progress bar: a
-    SmolLM2 run takes a quarter of an hour), stop."""
+    SmolLM2 run takes a quarter of an hour), stop; with its wall time and this process's peak resident
+    memory meanwhile (:class:`PeakRss`: remote Ray actors, ``num_env_runners > 0``, are other processes and
+    not counted; None without ``/proc``)."""
     from models.progress import Progress
 
     started = time.perf_counter()
     commit, dirty = git_state()
-    algo = config.build_algo()
-    try:
-        curve = [curve_point(0, algo.evaluate_policy())]
-        training = []
-        label = f"{config.env.split('/')[-1]} {mode} seed {config.seed}"
-        with Progress(range(1, run.iterations + 1), desc=label, unit="it") as bar:
-            for iteration in bar:
-                result = algo.train()
-                if "evaluation" in result:
-                    curve.append(curve_point(iteration, result["evaluation"]))
-                    success = curve[-1]["success"]
-                    bar.write(f"{label}, iteration {iteration}: validation success {success:.3f}")
-                training.append(
-                    flatten({k: v for k, v in result.items() if k not in ("config", "evaluation")})
-                )
-        if curve[-1]["iteration"] != run.iterations:  # the last iteration is off the evaluation interval
-            curve.append(curve_point(run.iterations, algo.evaluate_policy()))
-    finally:
-        algo.stop()
+    with PeakRss() as memory:
+        algo = config.build_algo()
+        try:
+            curve = [curve_point(0, algo.evaluate_policy())]
+            training = []
+            label = f"{config.env.split('/')[-1]} {arm} seed {config.seed}"
+            with Progress(range(1, run.iterations + 1), desc=label, unit="it") as bar:
+                for iteration in bar:
+                    result = algo.train()
+                    if "evaluation" in result:
+                        curve.append(curve_point(iteration, result["evaluation"]))
+                        success = curve[-1]["success"]
+                        bar.write(f"{label}, iteration {iteration}: validation success {success:.3f}")
+                    training.append(
+                        flatten({k: v for k, v in result.items() if k not in ("config", "evaluation")})
+                    )
+            if curve[-1]["iteration"] != run.iterations:  # the last iteration is off the evaluation interval
+                curve.append(curve_point(run.iterations, algo.evaluate_policy()))
+        finally:
+            algo.stop()
     trained = [point["success"] for point in curve if point["iteration"] > 0]
     return {
         "env": config.env,
-        "mode": mode,
+        "arm": arm,
         "seed": config.seed,
+        "replay_mode": config.replay_mode,
         "tau": config.tau,
         "age_unit": config.replay_age_unit,
         "settings": settings,
@@ -198,6 +340,7 @@ def train_and_evaluate(run: RunSettings, config, settings: dict[str, Any], mode:
         "training": training,
         "iterations_without_training": sum(trained_nothing(flat) for flat in training),
         "wall_s": time.perf_counter() - started,
+        "peak_rss_gib": memory.peak_gib,
         "dtypes": dtype_record(config),
         # A comparison resumed in later sessions can gather runs made by different code: each says which.
         "commit": commit,
@@ -214,17 +357,19 @@ def save_run(path: Path, run: dict[str, Any]) -> None:
 
 
 # ---------------------------------------------------------------------------------------------------------
-def aggregate(runs: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, Any]]]:
-    """{env: {mode: mean / std over seeds of peak, final and initial success, and the mean curve}}."""
+def aggregate(runs: list[dict[str, Any]], reference: str) -> dict[str, dict[str, dict[str, Any]]]:
+    """{env: {arm: mean / std over seeds of peak, final and initial success, the mean curve, the replay
+    metrics, the cost (wall time, peak memory) and, but for ``reference``, Welch's test of ``reference``
+    against it (``vs_reference``)}}."""
     table: dict[str, dict[str, dict[str, Any]]] = {}
     for env in dict.fromkeys(run["env"] for run in runs):
-        for mode in dict.fromkeys(run["mode"] for run in runs):
-            cell = [run for run in runs if run["env"] == env and run["mode"] == mode]
+        for arm in dict.fromkeys(run["arm"] for run in runs):
+            cell = [run for run in runs if run["env"] == env and run["arm"] == arm]
             if not cell:
                 continue
             iterations = [point["iteration"] for point in cell[0]["curve"]]
             curves = np.array([[point["success"] for point in run["curve"]] for run in cell])
-            table.setdefault(env, {})[mode] = {
+            table.setdefault(env, {})[arm] = {
                 "seeds": sorted(run["seed"] for run in cell),
                 **{key: _mean_std([run[key] for run in cell]) for key in ("peak", "final", "initial")},
                 "curve": {
@@ -234,16 +379,17 @@ def aggregate(runs: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, Any]]
                     "max": curves.max(axis=0).tolist(),
                 },
                 "replay": {key: _run_mean(cell, key) for key in REPLAY_METRICS},
+                "cost": {key: _spread([run.get(key) for run in cell]) for key in ("wall_s", "peak_rss_gib")},
             }
-        if REFERENCE_MODE in table.get(env, {}):
+        if reference in table.get(env, {}):
             cells = table[env]
-            reference = [run for run in runs if run["env"] == env and run["mode"] == REFERENCE_MODE]
-            for mode in cells:
-                if mode == REFERENCE_MODE:
+            reference_runs = [run for run in runs if run["env"] == env and run["arm"] == reference]
+            for arm in cells:
+                if arm == reference:
                     continue
-                other = [run for run in runs if run["env"] == env and run["mode"] == mode]
-                cells[mode]["vs_freshper"] = {
-                    key: welch_test([r[key] for r in reference], [r[key] for r in other])
+                other = [run for run in runs if run["env"] == env and run["arm"] == arm]
+                cells[arm]["vs_reference"] = {
+                    key: welch_test([r[key] for r in reference_runs], [r[key] for r in other])
                     for key in ("peak", "final")
                 }
     return table
@@ -260,7 +406,6 @@ REPLAY_METRICS = (
     "replay/ess_fraction",
     "train/dual_clip_frac_replay",
 )
-REFERENCE_MODE = "freshper"  # the mode every other one is tested against
 
 
 def _run_mean(cell: list[dict[str, Any]], suffix: str) -> float | None:
@@ -278,6 +423,21 @@ def _run_mean(cell: list[dict[str, Any]], suffix: str) -> float | None:
         if values:
             per_run.append(float(np.mean(values)))
     return float(np.mean(per_run)) if per_run else None
+
+
+def _spread(values: list[float | None]) -> dict[str, Any] | None:
+    """Mean, min and max of the measured values (None: not measured, e.g. peak memory without ``/proc`` or
+    in a run saved before it was recorded), with how many runs were measured of how many; None if none."""
+    measured = [value for value in values if value is not None]
+    if not measured:
+        return None
+    return {
+        "mean": float(np.mean(measured)),
+        "min": float(min(measured)),
+        "max": float(max(measured)),
+        "n": len(measured),
+        "of": len(values),
+    }
 
 
 def _mean_std(values: list[float]) -> dict[str, float]:
@@ -306,61 +466,125 @@ def welch_test(a: list[float], b: list[float]) -> dict[str, float | None]:
 
 
 def _commits_sentence(runs: list[dict[str, Any]]) -> str:
-    """Which code made the runs, when a resumed comparison gathered runs from more than one commit (or from
-    uncommitted changes); empty otherwise. Runs saved before runs recorded their commit count as unknown."""
+    """Which code made the runs, when a resumed comparison gathered runs from more than one commit, or any
+    from uncommitted changes; empty otherwise. Runs saved before runs recorded their commit count as
+    unknown."""
     made_by: dict[str, int] = {}
     for run in runs:
         commit, dirty = run.get("commit"), run.get("dirty")
         label = "unknown" if commit is None else commit[:7] + (" with uncommitted changes" if dirty else "")
         made_by[label] = made_by.get(label, 0) + 1
-    if len(made_by) == 1 and not any(run.get("dirty") for run in runs):
+    commits = {run.get("commit") for run in runs}
+    dirty = sum(bool(run.get("dirty")) for run in runs)
+    if len(commits) > 1:
+        counts = ", ".join(f"{count} at {label}" for label, count in made_by.items())
+        return f" The runs were made by more than one commit: {counts}."
+    if not dirty:
         return ""
-    counts = ", ".join(f"{count} at {label}" for label, count in made_by.items())
-    return f" The runs were made by more than one state of the code: {counts}."
+    commit = (next(iter(commits)) or "unknown")[:7]
+    which = "all of them" if dirty == len(runs) else f"{dirty} of the {len(runs)}"
+    return (
+        f" The runs were made at one commit, {commit}, {which} with uncommitted changes, which the commit "
+        "alone does not reproduce."
+    )
 
 
 def markdown(
     args: argparse.Namespace, table: dict[str, Any], runs: list[dict[str, Any]], command: str
 ) -> str:
-    modes = [mode for mode in args.modes if any(mode in cells for cells in table.values())]
-    taus = sorted({run["tau"] for run in runs if run["mode"] in ("freshper", "freshper_poly")})
-    age_units = ", ".join(sorted({run.get("age_unit", "optimizer_steps") for run in runs}))
+    arms = [arm for arm in args.arms if any(arm.label in cells for cells in table.values())]
+    names = {arm.label: arm.name for arm in args.arms}
+    noun = "mode" if args.replay_arms else "arm"
     wall = sum(run["wall_s"] for run in runs)
     models = ", ".join(
         sorted({run["settings"]["model_path"] or "the default model (model_path None)" for run in runs})
     )
+    scales = _each(run.resolved_scale for run in args.arm_runs)
+    intervals = _each(
+        config.evaluation_interval or run.iterations
+        for config, run in zip(args.arm_configs, args.arm_runs, strict=True)
+    )
     lines = [
-        f"# {' vs '.join(MODE_LABELS[mode] for mode in modes)} (DAPO, {args.run.resolved_scale} scale)",
+        f"# {' vs '.join(arm.name for arm in arms)} (DAPO, {scales} scale)",
         "",
         f"Command: `{command}`",
         "",
-        f"{args.run.iterations} DAPO iterations per run; seeds {args.seeds}; validation success = mean "
-        f"success of {args.config.evaluation_samples_per_task} episode(s) on each of "
-        f"{args.config.evaluation_num_tasks} validation tasks, measured before training and every "
-        f"{args.config.evaluation_interval or args.run.iterations} iteration(s). "
-        f"FreshPER tau = {', '.join(f'{t:g}' for t in taus) or 'n/a'} (age in "
-        f"{age_units}). Model: {models}. Total run time {wall / 60:.1f} min. The FreshPER paper's "
-        "reference code also counts ages in training iterations (a rollout batch and its update), with tau "
-        "500 (1000 on FrozenLake) over runs of thousands of iterations; docs/replay.md (FreshPER at the "
-        "operating point) compares the two operating points." + _commits_sentence(runs),
+        f"{_each(run.iterations for run in args.arm_runs)} DAPO iterations per run; seeds {args.seeds}; "
+        f"validation success = mean success of "
+        f"{_each(c.evaluation_samples_per_task for c in args.arm_configs)} episode(s) on each of "
+        f"{_each(c.evaluation_num_tasks for c in args.arm_configs)} validation tasks, measured before "
+        f"training and every {intervals} iteration(s). {_replay_sentence(args, runs)} Model: {models}. "
+        f"Total run time {wall / 60:.1f} min." + _commits_sentence(runs),
         "",
         "## Peak validation success (mean ± 95% interval over seeds; std)",
         "",
-        *_table(table, modes, "peak"),
+        *_table(table, arms, "peak"),
         "",
         "## Final validation success (mean ± 95% interval over seeds; std)",
         "",
-        *_table(table, modes, "final"),
+        *_table(table, arms, "final"),
         "",
-        *_tests(table, modes),
-        *_replay_table(table, modes),
-        "Validation success before training (all modes start from the same model): "
-        + ", ".join(
-            f"{env.split('/')[-1]} {np.mean([run['initial'] for run in runs if run['env'] == env]):.3f}"
-            for env in table
-        ),
+        *_tests(table, arms, names.get(args.reference, args.reference), noun),
+        *_replay_table(table, arms, noun),
+        *_cost_table(table, arms, noun),
+        *_initial_line(args, table, runs, arms),
         "",
-        *_untrained_warning(runs),
+        *_untrained_warning(runs, noun),
+    ]
+    if args.replay_arms:
+        lines += _paper_table(table)
+    return "\n".join(lines) + "\n"
+
+
+def _each(values: Any) -> str:
+    """The distinct values, in order, joined by " / ": one where every arm shares it."""
+    return " / ".join(str(value) for value in dict.fromkeys(values))
+
+
+def _replay_sentence(args: argparse.Namespace, runs: list[dict[str, Any]]) -> str:
+    """FreshPER's tau and its age unit; for generic arms, the replay modes the runs used too."""
+    age_units = ", ".join(sorted({run.get("age_unit", "optimizer_steps") for run in runs}))
+    if not args.replay_arms:
+        modes = ", ".join(dict.fromkeys(run["replay_mode"] for run in runs))
+        taus = ", ".join(f"{t:g}" for t in dict.fromkeys(run["tau"] for run in runs))
+        return f"Replay mode {modes} (tau = {taus}, age in {age_units})."
+    taus = sorted({run["tau"] for run in runs if run["arm"] in ("freshper", "freshper_poly")})
+    return (
+        f"FreshPER tau = {', '.join(f'{t:g}' for t in taus) or 'n/a'} (age in {age_units}). The FreshPER "
+        "paper's reference code also counts ages in training iterations (a rollout batch and its update), "
+        "with tau 500 (1000 on FrozenLake) over runs of thousands of iterations; docs/replay.md (FreshPER at "
+        "the operating point) compares the two operating points."
+    )
+
+
+def _initial_line(
+    args: argparse.Namespace, table: dict[str, Any], runs: list[dict[str, Any]], arms: list[Arm]
+) -> list[str]:
+    """Validation success before training: per env for replay modes (one starting model), else per arm
+    (an arm may change the starting model)."""
+    if args.replay_arms:
+        return [
+            "Validation success before training (all modes start from the same model): "
+            + ", ".join(
+                f"{env.split('/')[-1]} {np.mean([run['initial'] for run in runs if run['env'] == env]):.3f}"
+                for env in table
+            )
+        ]
+    return [
+        "Validation success before training (mean over seeds): "
+        + "; ".join(
+            f"{env.split('/')[-1]} "
+            + ", ".join(
+                f"{arm.name} {cells[arm.label]['initial']['mean']:.3f}" for arm in arms if arm.label in cells
+            )
+            for env, cells in table.items()
+        )
+    ]
+
+
+def _paper_table(table: dict[str, Any]) -> list[str]:
+    """FreshPER's Table 1 beside the replay modes' results, with the env closest to each task."""
+    lines = [
         "## FreshPER paper, Table 1 (for reference only)",
         "",
         "Peak performance with Qwen2.5-3B/7B-class LLMs and VLMs, a REINFORCE++ backbone and thousands of "
@@ -376,13 +600,13 @@ def markdown(
         lines.append(
             f"| {task} | {metric} | {on_policy:.3f} | {per:.3f} | {fresh:.3f} | {ours.get(task, '')} |"
         )
-    return "\n".join(lines) + "\n"
+    return lines
 
 
-def _untrained_warning(runs: list[dict[str, Any]]) -> list[str]:
+def _untrained_warning(runs: list[dict[str, Any]], noun: str) -> list[str]:
     """A warning naming the runs in which most iterations trained nothing (0 informative groups)."""
     flagged = [
-        f"{run['env'].split('/')[-1]} {run['mode']} seed {run['seed']}"
+        f"{run['env'].split('/')[-1]} {run['arm']} seed {run['seed']}"
         for run in runs
         if run.get("iterations_without_training", 0) > MOSTLY_UNTRAINED_SHARE * len(run.get("training", []))
     ]
@@ -390,20 +614,20 @@ def _untrained_warning(runs: list[dict[str, Any]]) -> list[str]:
         return []
     return [
         f"**Warning:** most iterations trained nothing (0 informative groups) in: {', '.join(flagged)}. "
-        "Those runs measure the starting model, not the replay mode.",
+        f"Those runs measure the starting model, not the {'replay mode' if noun == 'mode' else noun}.",
         "",
     ]
 
 
-def _table(table: dict[str, Any], modes: list[str], key: str) -> list[str]:
+def _table(table: dict[str, Any], arms: list[Arm], key: str) -> list[str]:
     rows = [
-        "| task | " + " | ".join(MODE_LABELS[mode] for mode in modes) + " |",
-        "|---" * (len(modes) + 1) + "|",
+        "| task | " + " | ".join(arm.name for arm in arms) + " |",
+        "|---" * (len(arms) + 1) + "|",
     ]
     for env, cells in table.items():
         values = []
-        for mode in modes:
-            stat = cells.get(mode, {}).get(key)
+        for arm in arms:
+            stat = cells.get(arm.label, {}).get(key)
             values.append(
                 ""
                 if stat is None
@@ -417,59 +641,96 @@ def _number(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.3f}"
 
 
-def _tests(table: dict[str, Any], modes: list[str]) -> list[str]:
-    """FreshPER against each other mode: difference, Welch p-value and the difference the run could detect."""
+def _tests(table: dict[str, Any], arms: list[Arm], reference: str, noun: str) -> list[str]:
+    """The reference arm against each other arm: difference, Welch p-value and the difference the run could
+    detect."""
     rows = []
     for env, cells in table.items():
-        for mode in modes:
-            test = cells.get(mode, {}).get("vs_freshper")
+        for arm in arms:
+            test = cells.get(arm.label, {}).get("vs_reference")
             if test is None:
                 continue
             for key in ("peak", "final"):
                 t = test[key]
                 rows.append(
-                    f"| {env} | {MODE_LABELS[mode]} | {key} | {t['difference']:+.3f} | "
+                    f"| {env} | {arm.name} | {key} | {t['difference']:+.3f} | "
                     f"{_number(t['p_value'])} | {_number(t['detectable'])} |"
                 )
     if not rows:
         return []
     return [
-        "## FreshPER against each mode (Welch's t-test over seeds)",
+        f"## {reference} against each {noun} (Welch's t-test over seeds)",
         "",
-        "Difference = FreshPER minus the mode. Detectable = the smallest difference this many seeds would "
-        "detect at alpha 0.05 with 80% power, given the spread measured here: a difference below it is not "
-        "separated.",
+        f"Difference = {reference} minus the {noun}. Detectable = the smallest difference this many seeds "
+        "would detect at alpha 0.05 with 80% power, given the spread measured here: a difference below it is "
+        "not separated.",
         "",
-        "| task | mode | success | difference | p-value | detectable |",
+        f"| task | {noun} | success | difference | p-value | detectable |",
         "|---|---|---|---|---|---|",
         *rows,
         "",
     ]
 
 
-def _replay_table(table: dict[str, Any], modes: list[str]) -> list[str]:
+def _replay_table(table: dict[str, Any], arms: list[Arm], noun: str) -> list[str]:
     """The replay batches at the operating point: importance weights, success share, ages, decay."""
-    replay_modes = [
-        m for m in modes if any(c.get(m, {}).get("replay", {}).get(REPLAY_METRICS[0]) for c in table.values())
+    replaying = [
+        arm
+        for arm in arms
+        if any(c.get(arm.label, {}).get("replay", {}).get(REPLAY_METRICS[0]) for c in table.values())
     ]
-    if not replay_modes:
+    if not replaying:
         return []
     rows = [
         "## Replay batches (mean over iterations, then seeds)",
         "",
-        "| task | mode | " + " | ".join(key.split("/")[-1] for key in REPLAY_METRICS) + " |",
+        f"| task | {noun} | " + " | ".join(key.split("/")[-1] for key in REPLAY_METRICS) + " |",
         "|---|---|" + "---|" * len(REPLAY_METRICS),
     ]
     for env, cells in table.items():
-        for mode in replay_modes:
-            values = cells.get(mode, {}).get("replay", {})
+        for arm in replaying:
+            values = cells.get(arm.label, {}).get("replay", {})
             shown = [_number(values.get(k)) for k in REPLAY_METRICS]
-            rows.append(f"| {env} | {MODE_LABELS[mode]} | " + " | ".join(shown) + " |")
+            rows.append(f"| {env} | {arm.name} | " + " | ".join(shown) + " |")
     return [*rows, ""]
 
 
-def plot_curves(table: dict[str, Any], output: Path) -> list[Path]:
-    """One PNG per env: validation success over iterations, mean per mode and the range over seeds."""
+def _cost_table(table: dict[str, Any], arms: list[Arm], noun: str) -> list[str]:
+    """Wall minutes and peak resident memory per run, mean over seeds with the range."""
+    rows = [
+        f"## Cost per {noun} (mean over seeds; range)",
+        "",
+        "Wall time: the run from building its algorithm to stopping it, evaluations included. Peak RSS: this "
+        f"process's resident memory sampled every {SAMPLE_INTERVAL_S:g} s during the run "
+        "(experiments/common/peak_memory.py); Ray actors (num_env_runners > 0) are other processes and not "
+        "counted; n/a where it was not measured (no /proc on the machine, or a run saved before runs "
+        "recorded it).",
+        "",
+        f"| task | {noun} | wall min per run | peak RSS GiB |",
+        "|---|---|---|---|",
+    ]
+    for env, cells in table.items():
+        for arm in arms:
+            cost = cells.get(arm.label, {}).get("cost")
+            if cost is not None:
+                wall, peak = cost["wall_s"], cost["peak_rss_gib"]
+                rows.append(f"| {env} | {arm.name} | {_range(wall, 1 / 60, 1)} | {_range(peak, 1, 2)} |")
+    return [*rows, ""]
+
+
+def _range(spread: dict[str, Any] | None, scale: float, digits: int) -> str:
+    """ "mean (min-max)" of a :func:`_spread` in ``scale`` units, and how many runs were measured where not
+    all were; n/a for None."""
+    if spread is None:
+        return "n/a"
+    mean, low, high = (spread[key] * scale for key in ("mean", "min", "max"))
+    partial = "" if spread["n"] == spread["of"] else f", {spread['n']} of {spread['of']} runs"
+    return f"{mean:.{digits}f} ({low:.{digits}f}-{high:.{digits}f}{partial})"
+
+
+def plot_curves(table: dict[str, Any], output: Path, names: dict[str, str]) -> list[Path]:
+    """One PNG per env: validation success over iterations, mean per arm (``names``: its legend entry) and
+    the range over seeds."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -479,10 +740,10 @@ def plot_curves(table: dict[str, Any], output: Path) -> list[Path]:
     paths = []
     for env, cells in table.items():
         fig, ax = plt.subplots(figsize=(6, 4))
-        for mode, cell in cells.items():
+        for arm, cell in cells.items():
             curve = cell["curve"]
             (line,) = ax.plot(
-                curve["iteration"], curve["mean"], marker="o", markersize=3, label=MODE_LABELS[mode]
+                curve["iteration"], curve["mean"], marker="o", markersize=3, label=names.get(arm, arm)
             )
             ax.fill_between(
                 curve["iteration"], curve["min"], curve["max"], color=line.get_color(), alpha=0.15
@@ -510,33 +771,42 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     record = provenance(PROG, argv)
     output = Path(args.output or f"results/compare-{time.strftime('%Y%m%d-%H%M%S')}")
     log_file = install(output / LOG_FILE_NAME)
-    jobs = [(env, mode, seed) for seed in range(args.seeds) for env in args.envs for mode in args.modes]
+    jobs = [(env, arm, seed) for seed in range(args.seeds) for env in args.envs for arm in args.arms]
     runs, ran, skipped = [], [], []
-    for index, (env, mode, seed) in enumerate(jobs, start=1):
-        run_of = run_settings(args, env, mode, seed)
+    for index, (env, arm, seed) in enumerate(jobs, start=1):
+        run_of = run_settings(args, env, arm, seed)
         config = workload_config(run_of, PROG)
         settings = saved_settings(run_of, config)
-        path = run_path(output, env, mode, seed)
+        path = run_path(output, env, arm, seed)
         run = load_finished(path, settings)
         if run is None:
             start_ray(runtime_env=worker_runtime_env(log_file))
-            run = train_and_evaluate(run_of, config, settings, mode)
+            run = train_and_evaluate(run_of, config, settings, arm.label)
             save_run(path, run)
             ran.append(path)
         else:
             skipped.append(path)
         runs.append(run)
         status = "done" if path in ran else "already done, skipped"
+        peak = run.get("peak_rss_gib")
+        memory = "peak RSS not measured" if peak is None else f"peak RSS {peak:.2f} GiB"
         print(
-            f"[{index}/{len(jobs)}] {env} {mode} seed {seed}: peak {run['peak']:.3f}, "
-            f"final {run['final']:.3f} ({status}, {run['wall_s']:.0f} s)"
+            f"[{index}/{len(jobs)}] {env} {arm.label} seed {seed}: peak {run['peak']:.3f}, "
+            f"final {run['final']:.3f} ({status}, {run['wall_s']:.0f} s, {memory})"
         )
 
-    table = aggregate(runs)
+    table = aggregate(runs, args.reference)
     text = markdown(args, table, runs, record["command"])
     (output / "comparison.md").write_text(text)
-    plots = plot_curves(table, output)
-    results = {"provenance": record, "modes": args.modes, "envs": args.envs, "aggregate": table, "runs": runs}
+    plots = plot_curves(table, output, {arm.label: arm.name for arm in args.arms})
+    results = {
+        "provenance": record,
+        "arms": [arm.label for arm in args.arms],
+        "reference": args.reference,
+        "envs": args.envs,
+        "aggregate": table,
+        "runs": runs,
+    }
     (output / "results.json").write_text(dumps(results, indent=1))
     print(text)
     print(f"wrote {output / 'comparison.md'}, {output / 'results.json'}, {', '.join(map(str, plots))}")

@@ -1,8 +1,11 @@
-"""``python -m experiments.compare``: outputs, the Table 1 layout, and skipping finished runs on rerun."""
+"""``python -m experiments.compare``: outputs, the Table 1 layout, skipping finished runs on rerun, and arms
+of any key (``--arms``)."""
 
 from __future__ import annotations
 
 import json
+import re
+from pathlib import Path
 
 import pytest
 
@@ -27,6 +30,7 @@ def test_compare_writes_table_curves_json_and_skips_finished_runs(tmp_path, tiny
         assert len(run["training"]) == 1 and run["training"][0]["training_iteration"] == 1
         assert run["peak"] == run["curve"][1]["success"]
         assert run["dtypes"]["model_dtype"] == run["dtypes"]["engine_dtype"] == "float32"  # the tiny scale's
+        assert run["arm"] == path.name.split("__")[1] and run["peak_rss_gib"] > 0  # this process's, sampled
     assert json.loads(runs[0].read_text())["tau"] == 20.0
 
     results = json.loads((tmp_path / "results.json").read_text())
@@ -38,6 +42,7 @@ def test_compare_writes_table_curves_json_and_skips_finished_runs(tmp_path, tiny
     assert "| task | on-policy | FreshPER |" in table
     assert "| freshrl/FrozenLake-v0 | " in table and ", n=1)" in table
     assert "| FrozenLake (LLM) | success | 0.297 | 0.281 | 0.305 | freshrl/FrozenLake-v0 |" in table
+    assert "| freshrl/FrozenLake-v0 | FreshPER | " in table.split("## Cost per mode")[1]
     assert (tmp_path / "curves-FrozenLake-v0.png").read_bytes().startswith(b"\x89PNG")
 
     # Rerun with the same output: nothing is trained again, the outputs are rebuilt from the saved runs.
@@ -52,11 +57,12 @@ def test_compare_writes_table_curves_json_and_skips_finished_runs(tmp_path, tiny
         compare.main([*argv, "--eval-every", "2"])
 
 
-def synthetic_run(mode: str, seed: int, curve: list[float]) -> dict:
+def synthetic_run(arm: str, seed: int, curve: list[float]) -> dict:
     return {
         "env": "freshrl/FrozenLake-v0",
-        "mode": mode,
+        "arm": arm,
         "seed": seed,
+        "replay_mode": "freshper",
         "tau": 20.0,
         "curve": [{"iteration": i, "success": s, "episodes": 4} for i, s in enumerate(curve)],
         "initial": curve[0],
@@ -73,7 +79,7 @@ def test_aggregate_mean_std_and_range_over_seeds():
         synthetic_run("per", 1, [0.0, 0.25, 0.75]),
         synthetic_run("freshper", 0, [0.0, 1.0, 0.0]),
     ]
-    table = compare.aggregate(runs)["freshrl/FrozenLake-v0"]
+    table = compare.aggregate(runs, "freshper")["freshrl/FrozenLake-v0"]
     # 95% t interval over 2 seeds: t_0.975(1) x std / sqrt(2) = 12.7062 x 0.125.
     assert table["per"]["peak"] == {
         "mean": 0.625,
@@ -90,7 +96,7 @@ def test_aggregate_mean_std_and_range_over_seeds():
     }
     assert table["freshper"]["peak"]["mean"] == 1.0 and table["freshper"]["peak"]["n"] == 1
     args = compare.parse_args(["--modes", "per", "freshper", "--seeds", "2"])
-    text = compare.markdown(args, compare.aggregate(runs), runs, "python -m experiments.compare")
+    text = compare.markdown(args, compare.aggregate(runs, "freshper"), runs, "python -m experiments.compare")
     assert "| freshrl/FrozenLake-v0 | 0.625 ± 1.588 (std 0.177, n=2) | 1.000 ± n/a (std 0.000, n=1) |" in text
     assert text.startswith("# standard PER vs FreshPER (DAPO, tiny scale)\n")  # the arms compared
 
@@ -100,17 +106,20 @@ def test_freshper_is_tested_against_each_mode_with_its_power():
     on_policy = [synthetic_run("on_policy", k, [0.2, p, p]) for k, p in enumerate([0.20, 0.25, 0.30])]
     for run in fresh:
         run["training"] = [{"replay/is_weight_mean": 0.5, "replay/success_fraction": 0.4}, {}]
-    table = compare.aggregate([*fresh, *on_policy])["freshrl/FrozenLake-v0"]
-    test = table["on_policy"]["vs_freshper"]["peak"]
+    table = compare.aggregate([*fresh, *on_policy], "freshper")["freshrl/FrozenLake-v0"]
+    test = table["on_policy"]["vs_reference"]["peak"]
     assert test["difference"] == pytest.approx(0.2)
     # Welch: se = sqrt(2 x 0.0025 / 3), t = 0.2 / se = 4.899 on 4 degrees of freedom.
     assert test["p_value"] == pytest.approx(0.00805, abs=2e-4)
     assert 0 < test["detectable"] < 0.2
-    assert "vs_freshper" not in table["freshper"]
+    assert "vs_reference" not in table["freshper"]
     assert table["freshper"]["replay"]["replay/is_weight_mean"] == 0.5
     assert table["on_policy"]["replay"]["replay/is_weight_mean"] is None
     args = compare.parse_args(["--modes", "on_policy", "freshper", "--seeds", "3"])
-    text = compare.markdown(args, compare.aggregate([*fresh, *on_policy]), [*fresh, *on_policy], "cmd")
+    runs = [*fresh, *on_policy]
+    text = compare.markdown(args, compare.aggregate(runs, "freshper"), runs, "cmd")
+    assert "## FreshPER against each mode (Welch's t-test over seeds)" in text
+    assert "Difference = FreshPER minus the mode." in text
     assert "| freshrl/FrozenLake-v0 | on-policy | peak | +0.200 | 0.008 |" in text
     assert "| freshrl/FrozenLake-v0 | FreshPER | 0.500 |" in text  # the replay table, is_weight_mean first
 
@@ -123,7 +132,7 @@ def test_runs_that_trained_nothing_are_flagged():
     }
     runs = [untrained, synthetic_run("per", 1, [0.0, 0.5])]
     args = compare.parse_args(["--modes", "per", "--seeds", "2"])
-    text = compare.markdown(args, compare.aggregate(runs), runs, "python -m experiments.compare")
+    text = compare.markdown(args, compare.aggregate(runs, "freshper"), runs, "python -m experiments.compare")
     assert "most iterations trained nothing (0 informative groups) in: FrozenLake-v0 per seed 0." in text
     assert "seed 1" not in text.split("trained nothing")[1].split("\n")[0]
 
@@ -135,17 +144,165 @@ def test_replay_metrics_of_runs_loaded_from_disk_skip_iterations_that_did_not_lo
     run["training"] = [{"replay/is_weight_mean": None}, {"replay/is_weight_mean": 0.5}, {}]
     in_memory = dict(run, training=[{"replay/is_weight_mean": float("nan")}, *run["training"][1:]])
     for runs in ([run], [in_memory]):
-        table = compare.aggregate(runs)["freshrl/FrozenLake-v0"]
+        table = compare.aggregate(runs, "freshper")["freshrl/FrozenLake-v0"]
         assert table["freshper"]["replay"]["replay/is_weight_mean"] == 0.5
 
 
-def test_a_report_says_when_its_runs_come_from_more_than_one_commit():
+def test_a_report_says_when_its_runs_come_from_more_than_one_commit_or_uncommitted_changes():
     args = compare.parse_args(["--modes", "per", "--seeds", "3"])
     runs = [synthetic_run("per", k, [0.0, 0.5]) for k in range(3)]
-    for run, commit, dirty in zip(runs, ["a" * 40, "a" * 40, "b" * 40], [False, False, True], strict=True):
-        run.update(commit=commit, dirty=dirty)
-    text = compare.markdown(args, compare.aggregate(runs), runs, "cmd")
-    assert "more than one state of the code: 2 at aaaaaaa, 1 at bbbbbbb with uncommitted changes." in text
-    runs[2].update(commit="a" * 40, dirty=False)
-    text = compare.markdown(args, compare.aggregate(runs), runs, "cmd")
-    assert "more than one state of the code" not in text
+
+    def sentence(commits: list[str], dirty: list[bool]) -> str:
+        for run, commit, changed in zip(runs, commits, dirty, strict=True):
+            run.update(commit=commit, dirty=changed)
+        text = compare.markdown(args, compare.aggregate(runs, "freshper"), runs, "cmd")
+        return text.split("Total run time")[1].split(" min.", 1)[1].split("\n")[0]
+
+    several = sentence(["a" * 40, "a" * 40, "b" * 40], [False, False, True])
+    assert "more than one commit: 2 at aaaaaaa, 1 at bbbbbbb with uncommitted changes." in several
+    one_dirty = sentence(["a" * 40] * 3, [True] * 3)
+    assert "at one commit, aaaaaaa, all of them with uncommitted changes" in one_dirty
+    assert "more than one" not in one_dirty
+    partly = sentence(["a" * 40] * 3, [False, True, False])
+    assert "at one commit, aaaaaaa, 1 of the 3 with uncommitted changes" in partly
+    assert sentence(["a" * 40] * 3, [False] * 3) == ""
+
+
+# ---------------------------------------------------------------------------------------------------------
+# --arms: any DAPOConfig or run key.
+def test_arms_values_are_read_as_set_reads_them():
+    args = compare.parse_args(["--arms", "lora_rank=0,16"])
+    assert [(arm.label, arm.keys) for arm in args.arms] == [("lora_rank=0", {"lora_rank": 0}),
+                                                            ("lora_rank=16", {"lora_rank": 16})]  # fmt: skip
+    assert args.reference == "lora_rank=0" and not args.replay_arms
+    assert [arm.keys for arm in compare.parse_arms("replay_backfill=true,false")] == [
+        {"replay_backfill": True},
+        {"replay_backfill": False},
+    ]
+    assert [arm.keys for arm in compare.parse_arms("advantage=episode, gigpo")] == [
+        {"advantage": "episode"},
+        {"advantage": "gigpo"},
+    ]
+    # Commas inside a YAML list do not split arms.
+    assert [arm.keys for arm in compare.parse_arms("adam_betas=[0.9, 0.99],[0.9, 0.999]")] == [
+        {"adam_betas": [0.9, 0.99]},
+        {"adam_betas": [0.9, 0.999]},
+    ]
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--arms", "lora_rank=16"], "at least 2 values"),
+        (["--arms", "lora_rank=16,16"], "'16' and '16' are the same value"),
+        (["--arms", "replay_backfill=true,True"], "'true' and 'True' are the same value"),
+        (["--arms", "lora_rnk=0,16"], "unknown DAPOConfig key 'lora_rnk' \\(did you mean lora_rank"),
+        (["--arms", "lora_rank=0,16", "--modes", "per"], "--arms and --modes exclude each other"),
+        (["--arms", "lora_rank"], "--arms takes KEY=V1,V2"),
+        (["--arms", "seed=0,1"], "use --seeds"),
+        (["--arms", "tau=4,8", "--tau", "2"], "drop it from --set"),
+    ],
+)
+def test_bad_arms_are_errors_naming_the_fix(argv, message, capsys):
+    with pytest.raises(SystemExit):
+        compare.parse_args(argv)
+    assert re.search(message, capsys.readouterr().err)
+
+
+def test_a_bad_arm_value_is_the_config_validators_error():
+    with pytest.raises(SystemExit, match="lora_rank must be an integer >= 0"):
+        compare.parse_args(["--arms", "lora_rank=0,-1"])
+
+
+def test_each_arm_run_carries_its_key_and_has_its_own_file():
+    env = "freshrl/FrozenLake-v0"
+    args = compare.parse_args(["--arms", "lora_rank=0,16"])
+    first, second = (compare.run_settings(args, env, arm, seed=1) for arm in args.arms)
+    assert first.overrides["lora_rank"] == 0 and second.overrides["lora_rank"] == 16
+    assert first.overrides["seed"] == second.overrides["seed"] == 1
+    paths = [compare.run_path(Path("out"), env, arm, 0) for arm in args.arms]
+    assert [path.name for path in paths] == [
+        "FrozenLake-v0__lora_rank-0__seed0.json",
+        "FrozenLake-v0__lora_rank-16__seed0.json",
+    ]
+    # A run key goes to its field of the run's settings.
+    args = compare.parse_args(["--arms", "iterations=2,4"])
+    assert [compare.run_settings(args, env, arm).iterations for arm in args.arms] == [2, 4]
+    # Values that are not file-safe as typed still get distinct, safe names.
+    names = [arm.file_stem for arm in compare.parse_arms("adam_betas=[0.9, 0.99],[0.9,0.999]")]
+    names += [arm.file_stem for arm in compare.parse_arms("advantage=a b,a_b,a/b")]  # one slug, a_b
+    assert len(set(names)) == 5 and all(re.fullmatch(r"[A-Za-z0-9._+-]+", name) for name in names)
+
+
+def test_replay_mode_runs_keep_their_settings_and_file_names():
+    """Committed comparisons resume: a replay mode's run file and settings are as they always were."""
+    env = "freshrl/FrozenLake-v0"
+    args = compare.parse_args(["--modes", "per", "freshper+backfill"])
+    assert args.replay_arms and args.reference == "freshper"
+    per, backfill = args.arms
+    assert compare.run_path(Path("out"), env, backfill, 1) == Path(
+        "out/runs/FrozenLake-v0__freshper+backfill__seed1.json"
+    )
+    assert compare.run_path(Path("out"), env, per, 0).name == "FrozenLake-v0__per__seed0.json"
+    settings = compare.run_settings(args, env, backfill, seed=1)
+    assert {k: settings.overrides[k] for k in ("seed", "replay_mode", "replay_backfill")} == {
+        "seed": 1,
+        "replay_mode": "freshper",
+        "replay_backfill": True,
+    }
+    assert [arm.label for arm in compare.parse_args([]).arms] == list(compare.REPLAY_MODES)
+
+
+def test_a_run_saved_when_arms_were_modes_loads_as_its_arm(tmp_path):
+    saved = synthetic_run("per", 0, [0.0, 0.5])
+    saved["mode"] = saved.pop("arm")  # as runs were saved before --arms
+    path = tmp_path / "FrozenLake-v0__per__seed0.json"
+    path.write_text(json.dumps(saved))
+    run = compare.load_finished(path, saved["settings"])
+    assert run["arm"] == "per" and "mode" not in run
+
+
+def test_generic_arms_report_tests_the_first_arm_and_shows_the_cost():
+    args = compare.parse_args(["--arms", "lora_rank=0,16", "--seeds", "2"])
+    runs = []
+    for arm, peaks, walls, rss in [("lora_rank=0", [0.6, 0.7], [60, 180], [1.5, 2.5]),
+                                   ("lora_rank=16", [0.4, 0.5], [60, 60], [1.0, 1.0])]:  # fmt: skip
+        for seed, (peak, wall, gib) in enumerate(zip(peaks, walls, rss, strict=True)):
+            runs.append({**synthetic_run(arm, seed, [0.2, peak, peak]), "wall_s": wall, "peak_rss_gib": gib})
+    table = compare.aggregate(runs, args.reference)
+    cells = table["freshrl/FrozenLake-v0"]
+    assert "vs_reference" not in cells["lora_rank=0"]
+    assert cells["lora_rank=16"]["vs_reference"]["peak"]["difference"] == pytest.approx(0.2)
+    assert cells["lora_rank=0"]["cost"]["peak_rss_gib"] == {
+        "mean": 2.0,
+        "min": 1.5,
+        "max": 2.5,
+        "n": 2,
+        "of": 2,
+    }
+    text = compare.markdown(args, table, runs, "cmd")
+    assert text.startswith("# lora_rank=0 vs lora_rank=16 (DAPO, tiny scale)\n")
+    assert "## lora_rank=0 against each arm (Welch's t-test over seeds)" in text
+    assert "Difference = lora_rank=0 minus the arm." in text
+    assert "| freshrl/FrozenLake-v0 | lora_rank=16 | peak | +0.200 |" in text
+    assert "| task | lora_rank=0 | lora_rank=16 |" in text
+    assert "## Cost per arm (mean over seeds; range)" in text
+    assert "| freshrl/FrozenLake-v0 | lora_rank=0 | 2.0 (1.0-3.0) | 2.00 (1.50-2.50) |" in text
+    assert "| freshrl/FrozenLake-v0 | lora_rank=16 | 1.0 (1.0-1.0) | 1.00 (1.00-1.00) |" in text
+    assert "Replay mode freshper (tau = 20" in text
+    assert "FreshPER paper, Table 1" not in text and "FrozenLake (LLM)" not in text
+    assert "Replay batches" not in text  # no arm logged replay metrics
+
+
+def test_replay_modes_report_keeps_the_paper_table_and_shows_the_cost():
+    args = compare.parse_args(["--modes", "per", "freshper", "--seeds", "1"])
+    runs = [
+        synthetic_run("per", 0, [0.0, 0.5]),
+        {**synthetic_run("freshper", 0, [0.0, 0.5]), "peak_rss_gib": 3.0},
+    ]
+    text = compare.markdown(args, compare.aggregate(runs, args.reference), runs, "cmd")
+    assert text.startswith("# standard PER vs FreshPER (DAPO, tiny scale)\n")
+    assert "| FrozenLake (LLM) | success | 0.297 | 0.281 | 0.305 | freshrl/FrozenLake-v0 |" in text
+    assert "## Cost per mode" in text
+    assert "| freshrl/FrozenLake-v0 | standard PER | 0.0 (0.0-0.0) | n/a |" in text  # saved before peak RSS
+    assert "| freshrl/FrozenLake-v0 | FreshPER | 0.0 (0.0-0.0) | 3.00 (3.00-3.00) |" in text

@@ -67,13 +67,15 @@ def test_sweep_and_compare_set_reaches_every_run():
     with pytest.raises(SystemExit, match="the sweep sets it"):
         sweep.parse_args(["--model", NOT_LOADED, "--set", "tau=5"])
     args = compare.parse_args(["--model", NOT_LOADED, "--set", "lr=3e-5", "--tau", "7"])
-    config = build_config(compare.run_settings(args, "freshrl/FrozenLake-v0", "per", 1))
+    config = build_config(compare.run_settings(args, "freshrl/FrozenLake-v0", compare.mode_arm("per"), 1))
     assert (config.lr, config.tau, config.replay_mode, config.seed) == (3e-5, 7.0, "per", 1)
     assert not config.replay_backfill
     args = compare.parse_args(
         ["--model", NOT_LOADED, "--set", "lr=3e-5", "--modes", "freshper", "freshper+backfill"]
     )
-    config = build_config(compare.run_settings(args, "freshrl/FrozenLake-v0", "freshper+backfill", 0))
+    config = build_config(
+        compare.run_settings(args, "freshrl/FrozenLake-v0", compare.mode_arm("freshper+backfill"), 0)
+    )
     assert (config.lr, config.replay_mode, config.replay_backfill) == (3e-5, "freshper", True)
 
 
