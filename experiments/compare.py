@@ -135,11 +135,42 @@ def mode_arm(mode: str) -> Arm:
     return Arm(mode, MODE_LABELS[mode], mode, {"replay_mode": replay, **keys})
 
 
-def parse_arms(text: str) -> list[Arm]:
-    """``KEY=V1,V2[,...]`` -> one arm per value. The key is checked and each value read as ``--set`` does
+def parse_arms(texts: str | list[str]) -> list[Arm]:
+    """``KEY=V1,V2[,...]`` -> one arm per value; several such texts (``--arms`` repeated) set several keys
+    per arm, their values paired by position (``["lora_rank=0,16", "lr=2e-5,2e-4"]``: full training at
+    2e-5 against LoRA at 2e-4). Each key is checked and each value read as ``--set`` does
     (``experiments.common.run_config.parse_set``: YAML, so 16 is an int, true a bool, gigpo a string); the
     values are split at the commas outside brackets and quotes, so ``adam_betas=[0.9,0.99],[0.9,0.999]`` is
-    two arms. A :class:`SettingsError` for fewer than 2 values, a duplicate, an empty value or a bad key."""
+    two arms. A :class:`SettingsError` for fewer than 2 values, unequal counts, a key given twice, two equal
+    arms, an empty value or a bad key."""
+    columns = [_key_values(text) for text in ([texts] if isinstance(texts, str) else texts)]
+    keys = [key for key, _, _ in columns]
+    for index, key in enumerate(keys):
+        if key in keys[:index]:
+            raise SettingsError(f"--arms {key}=... is given twice; give each key once")
+    counts = {key: len(items) for key, items, _ in columns}
+    if len(set(counts.values())) > 1:
+        raise SettingsError(
+            f"each --arms gives one value per arm, paired by position; got {counts}: give every key as many"
+        )
+    arms = []
+    for position in range(len(columns[0][1])):
+        typed = [(key, items[position], parsed[position]) for key, items, parsed in columns]
+        label = ", ".join(f"{key}={item}" for key, item, _ in typed)
+        stem = "+".join(_file_stem(key, item) for key, item, _ in typed)
+        arms.append(Arm(label, label, stem, {key: value for key, _, value in typed}))
+    canonical = [dumps(arm.keys, indent=None) for arm in arms]
+    for index, form in enumerate(canonical):
+        if form in canonical[:index]:
+            first = arms[canonical.index(form)].label
+            raise SettingsError(
+                f"--arms: {first!r} and {arms[index].label!r} are the same arm; give each value once"
+            )
+    return arms
+
+
+def _key_values(text: str) -> tuple[str, list[str], list[Any]]:
+    """One ``--arms KEY=V1,V2[,...]``: its key, its values as typed and as read."""
     key, sep, values = text.partition("=")
     key = key.strip()
     if not sep or not key:
@@ -152,17 +183,7 @@ def parse_arms(text: str) -> list[Arm]:
     parsed = [parse_set([f"{key}={item}"])[key] for item in items]
     if len(items) < 2:
         raise SettingsError(f"--arms {text}: give at least 2 values to compare (--arms {key}=V1,V2)")
-    canonical = [dumps(value, indent=None) for value in parsed]
-    for index, form in enumerate(canonical):
-        if form in canonical[:index]:
-            first = items[canonical.index(form)]
-            raise SettingsError(
-                f"--arms {text}: {first!r} and {items[index]!r} are the same value; give each value once"
-            )
-    return [
-        Arm(f"{key}={item}", f"{key}={item}", _file_stem(key, item), {key: value})
-        for item, value in zip(items, parsed, strict=True)
-    ]
+    return key, items, parsed
 
 
 def _top_level_items(text: str) -> list[str]:
@@ -207,10 +228,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--arms",
+        action="append",
         default=None,
         metavar="KEY=V1,V2,...",
         help="compare these values of a DAPOConfig or run key instead of replay modes, each tested against "
-        "the first (values as --set reads them), e.g. --arms lora_rank=0,16",
+        "the first (values as --set reads them), e.g. --arms lora_rank=0,16; repeat it to set several keys "
+        "per arm, values paired by position (--arms lora_rank=0,16 --arms lr=2e-5,2e-4)",
     )
     parser.add_argument("--seeds", type=int, default=2, help="training seeds 0..n-1 per (env, arm)")
     add_aliases(parser, ("--tau",))

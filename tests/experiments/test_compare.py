@@ -194,8 +194,17 @@ def test_arms_values_are_read_as_set_reads_them():
     ("argv", "message"),
     [
         (["--arms", "lora_rank=16"], "at least 2 values"),
-        (["--arms", "lora_rank=16,16"], "'16' and '16' are the same value"),
-        (["--arms", "replay_backfill=true,True"], "'true' and 'True' are the same value"),
+        (["--arms", "lora_rank=16,16"], "'lora_rank=16' and 'lora_rank=16' are the same arm"),
+        (
+            ["--arms", "replay_backfill=true,True"],
+            "'replay_backfill=true' and 'replay_backfill=True' are the same",
+        ),
+        (
+            ["--arms", "lora_rank=0,16", "--arms", "lr=1e-5,1e-4,1e-3"],
+            "one value per arm, paired by position",
+        ),
+        (["--arms", "lora_rank=0,16", "--arms", "lora_rank=8,4"], "lora_rank=... is given twice"),
+        (["--arms", "lora_rank=0,16", "--arms", "lr=1e-5,1e-5"], None),
         (["--arms", "lora_rnk=0,16"], "unknown DAPOConfig key 'lora_rnk' \\(did you mean lora_rank"),
         (["--arms", "lora_rank=0,16", "--modes", "per"], "--arms and --modes exclude each other"),
         (["--arms", "lora_rank"], "--arms takes KEY=V1,V2"),
@@ -204,9 +213,24 @@ def test_arms_values_are_read_as_set_reads_them():
     ],
 )
 def test_bad_arms_are_errors_naming_the_fix(argv, message, capsys):
+    if message is None:  # a key may repeat a value, as long as the arms differ
+        compare.parse_args(argv)
+        return
     with pytest.raises(SystemExit):
         compare.parse_args(argv)
     assert re.search(message, capsys.readouterr().err)
+
+
+def test_repeated_arms_set_several_keys_per_arm_paired_by_position():
+    args = compare.parse_args(["--arms", "lora_rank=0,16", "--arms", "lr=2e-5,2e-4"])
+    assert [(arm.label, arm.keys) for arm in args.arms] == [
+        ("lora_rank=0, lr=2e-5", {"lora_rank": 0, "lr": 2e-5}),
+        ("lora_rank=16, lr=2e-4", {"lora_rank": 16, "lr": 2e-4}),
+    ]
+    assert [arm.file_stem for arm in args.arms] == ["lora_rank-0+lr-2e-5", "lora_rank-16+lr-2e-4"]
+    assert args.reference == "lora_rank=0, lr=2e-5"
+    env = args.envs[0]
+    assert compare.run_settings(args, env, args.arms[1]).overrides["lr"] == 2e-4
 
 
 def test_a_bad_arm_value_is_the_config_validators_error():
