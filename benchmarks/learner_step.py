@@ -31,6 +31,7 @@ Wall-clock numbers on a shared 2-core machine move with its load (printed): comp
 from __future__ import annotations
 
 import argparse
+import collections
 import contextlib
 import copy
 import dataclasses
@@ -134,8 +135,12 @@ def run_iterations(args: argparse.Namespace) -> None:
         return learn(trajectories, weights, tag)
 
     algo._learn, algo._timer = spy_learn, cpu_timer
+    engine_calls = count_engine_calls()
+    updates = count_updates(algo.learner_group._learner)
     rows = []
     for i in range(1 + args.iterations):
+        engine_calls.clear()
+        updates.clear()
         started = time.perf_counter()
         result = algo.train()
         total = time.perf_counter() - started
@@ -150,6 +155,17 @@ def run_iterations(args: argparse.Namespace) -> None:
             f"{cpu.get('timing/rollout_s', 0):.1f}, learn {cpu.get('timing/learn_s', 0):.1f}, sync "
             f"{cpu.get('timing/weight_sync_s', 0):.1f}); {trained}; "
             f"load {load_average()}",
+            flush=True,
+        )
+        print(
+            f"  engine: {engine_calls['calls']} generate calls in {engine_calls['seconds']:.1f} s, "
+            f"{engine_calls['prompts']} prompts of {engine_calls['prompt_tokens']} tokens in all, "
+            f"{engine_calls['sampled_tokens']} tokens sampled; learner: "
+            + "; ".join(
+                f"{tag} {updates[tag + '_rows']} rows of {updates[tag + '_tokens']} tokens in "
+                f"{updates[tag + '_seconds']:.1f} s"
+                for tag in dict.fromkeys(key.rsplit("_", 1)[0] for key in updates)
+            ),
             flush=True,
         )
         if i:
@@ -176,6 +192,46 @@ def run_iterations(args: argparse.Namespace) -> None:
         with open(args.save_batch, "wb") as handle:
             pickle.dump(captured[-1], handle)
     algo.stop()
+
+
+def count_engine_calls() -> collections.Counter:
+    """Counts every ``RolloutEngine.generate`` call from now on in this process (calls, prompts, prompt and
+    sampled tokens, seconds): the counter is cleared by the caller, the counting stays."""
+    from models.engine import RolloutEngine
+
+    counts: collections.Counter = collections.Counter()
+    generate = RolloutEngine.generate
+
+    def counted(engine, prompts, sampling):
+        started = time.perf_counter()
+        completions = generate(engine, prompts, sampling)
+        counts["seconds"] += time.perf_counter() - started
+        counts["calls"] += 1
+        counts["prompts"] += len(prompts)
+        counts["prompt_tokens"] += sum(len(prompt.token_ids) for prompt in prompts)
+        counts["sampled_tokens"] += sum(len(c.token_ids) for samples in completions for c in samples)
+        return completions
+
+    RolloutEngine.generate = counted
+    return counts
+
+
+def count_updates(learner) -> collections.Counter:
+    """Counts the learner's updates by tag (fresh, replay, backfill): rows, tokens, seconds."""
+    counts: collections.Counter = collections.Counter()
+    update = learner.update_from_trajectories
+
+    def counted(trajectories, weights=None, **kwargs):
+        started = time.perf_counter()
+        result = update(trajectories, weights, **kwargs)
+        tag = kwargs.get("tag", "fresh")
+        counts[f"{tag}_seconds"] += time.perf_counter() - started
+        counts[f"{tag}_rows"] += len(trajectories)
+        counts[f"{tag}_tokens"] += sum(len(t.token_ids) for t in trajectories)
+        return result
+
+    learner.update_from_trajectories = counted
+    return counts
 
 
 def run_learn(args: argparse.Namespace) -> None:
