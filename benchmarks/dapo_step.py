@@ -59,7 +59,6 @@ import argparse
 import contextlib
 import multiprocessing
 import os
-import resource
 import tempfile
 import time
 import warnings
@@ -80,6 +79,7 @@ import envs  # noqa: F401  (registers freshrl/Math-v0)
 from algorithms.dapo import DAPOConfig
 from algorithms.dapo.collate import collate
 from algorithms.trajectory import Trajectory
+from benchmarks.measure import load_average, peak_rss_gib
 from benchmarks.requirements import parse_and_check
 from envs.math_task import CORRECT_REWARD, WRONG_REWARD
 from envs.seeds import SPLITS
@@ -165,11 +165,6 @@ def isolated(side: Callable[..., dict[str, Any]], *args: Any) -> Measured:
     return Measured(**out)
 
 
-def peak_rss_gib() -> float:
-    """This process's peak resident memory so far (``ru_maxrss``, KiB on Linux)."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
-
-
 def finish(spans: dict[str, Span], peak: float | None = None, **fields: Any) -> dict[str, Any]:
     peak = peak_rss_gib() if peak is None else peak
     spans_out = {k: (v.wall, v.cpu) for k, v in spans.items()}
@@ -226,10 +221,6 @@ def check_same_prompts(model_path: str, tasks: list[tuple[str, str]]) -> None:
         )
         if list(ours) != list(theirs):
             raise RuntimeError(f"ChatRenderer and the chat template render {text!r} differently")
-
-
-def load_average() -> str:
-    return " ".join(f"{x:.1f}" for x in os.getloadavg())
 
 
 def autocast(dtype: str):

@@ -19,11 +19,11 @@ peak GPU memory of this process (engine and learner together).
 from __future__ import annotations
 
 import argparse
-import resource
 import time
 
 import envs  # noqa: F401  (registers freshrl/Math-v0)
 from algorithms.dapo import DAPOConfig
+from benchmarks.measure import peak_rss_gib
 from benchmarks.requirements import parse_and_check
 from experiments.common.run_config import RunSettings, build_config
 from experiments.common.training_metrics import flatten
@@ -118,7 +118,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.device == "cuda":
         peak_gib = torch.cuda.max_memory_allocated() / 2**30
         print(f"peak GPU memory allocated by this process: {peak_gib:.2f} GiB")
-    print(f"peak resident memory: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20:.2f} GiB")
+    print(f"peak resident memory: {peak_rss_gib():.2f} GiB")
 
 
 if __name__ == "__main__":

@@ -16,12 +16,14 @@ the first (which pays first-call costs) is kept, and the ratio is against 128 fr
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
+from benchmarks.measure import alternate, fastest
 from benchmarks.requirements import parse_and_check
 from experiments.common.results_json import provenance, write_json
 
@@ -57,14 +59,23 @@ def child(settings_file: str, block: int, evaluations: int) -> None:
     print(RESULT_PREFIX + json.dumps({"block": block, "evaluations": runs}), flush=True)
 
 
-def run_side(args: argparse.Namespace, block: int) -> dict[str, Any]:
+def run_side(args: argparse.Namespace, block: int, repeat: int) -> dict[str, Any]:
+    """One side in its own process, in repeat ``repeat`` (from 0): its evaluations' seconds and success."""
     command = [sys.executable, "-m", "benchmarks.kv_block", "--child", str(block)]
     command += ["--settings", args.settings, "--evaluations", str(args.evaluations)]
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     lines = [line for line in done.stdout.splitlines() if line.startswith(RESULT_PREFIX)]
     if done.returncode != 0 or not lines:
         raise SystemExit(f"{PROG}: the side with {block}-token blocks failed:\n{done.stderr[-3000:]}")
-    return json.loads(lines[-1].removeprefix(RESULT_PREFIX))
+    run = json.loads(lines[-1].removeprefix(RESULT_PREFIX))
+    seconds = ", ".join(f"{e['seconds']:.1f}" for e in run["evaluations"])
+    print(f"repeat {repeat + 1}, {block}-token blocks: evaluations {seconds} s", flush=True)
+    return run
+
+
+def kept_seconds(run: dict[str, Any]) -> float:
+    """A side's fastest evaluation in one of its runs, after the first (which pays first-call costs)."""
+    return min(e["seconds"] for e in run["evaluations"][1:])
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -80,29 +91,22 @@ def main(argv: list[str] | None = None) -> None:
     if args.child:
         child(args.settings, args.child, args.evaluations)
         return
-    runs: list[dict[str, Any]] = []
-    for repeat in range(args.repeats):
-        for block in BLOCKS:
-            runs.append(run_side(args, block))
-            seconds = ", ".join(f"{e['seconds']:.1f}" for e in runs[-1]["evaluations"])
-            print(f"repeat {repeat + 1}, {block}-token blocks: evaluations {seconds} s", flush=True)
-    fastest = {
-        block: min(e["seconds"] for r in runs if r["block"] == block for e in r["evaluations"][1:])
-        for block in BLOCKS
+    runs = alternate({block: functools.partial(run_side, args, block) for block in BLOCKS}, args.repeats)
+    best = {block: kept_seconds(run) for block, run in fastest(runs, seconds=kept_seconds).items()}
+    success = {
+        block: sorted({e["success"] for r in runs[block] for e in r["evaluations"]}) for block in BLOCKS
     }
-    success = {block: sorted({e["success"] for r in runs if r["block"] == block for e in r["evaluations"]})
-               for block in BLOCKS}  # fmt: skip
     print("| KV block, tokens | evaluation s (fastest) | validation success | time / 128 |")
     print("|---|---|---|---|")
     for block in BLOCKS:
-        print(f"| {block} | {fastest[block]:.1f} | {success[block]} | {fastest[block] / fastest[128]:.2f}x |")
+        print(f"| {block} | {best[block]:.1f} | {success[block]} | {best[block] / best[128]:.2f}x |")
     if args.output:
         results = {
             "provenance": provenance(PROG, argv),
             "settings": args.settings,
-            "fastest_s": fastest,
+            "fastest_s": best,
             "success": success,
-            "runs": runs,
+            "runs": [run for repeat in zip(*runs.values(), strict=True) for run in repeat],  # in run order
         }
         Path(args.output).mkdir(parents=True, exist_ok=True)
         write_json(Path(args.output) / "results.json", results)

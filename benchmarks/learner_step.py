@@ -35,10 +35,10 @@ import collections
 import contextlib
 import copy
 import dataclasses
+import functools
 import json
 import os
 import pickle
-import resource
 import subprocess
 import sys
 import tempfile
@@ -52,20 +52,13 @@ import torch
 from algorithms.dapo import DAPOConfig
 from algorithms.dapo.collate import collate
 from algorithms.trajectory import Trajectory
+from benchmarks.measure import alternate, fastest, load_average, peak_rss_gib
 from benchmarks.requirements import parse_and_check
 from experiments.common.run_config import RunSettings, build_config, load_settings, parse_set, starting_model
 from models.dtype import DTYPES
 
 REQUIRES = ("vllm",)
 ENV_ID = "freshrl/Math-v0"
-
-
-def load_average() -> str:
-    return " ".join(f"{x:.1f}" for x in os.getloadavg())
-
-
-def peak_rss_gib() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB on Linux
 
 
 def learner_config(args: argparse.Namespace) -> DAPOConfig:
@@ -294,27 +287,35 @@ def run_lora_vs_full(args: argparse.Namespace, argv: list[str]) -> None:
     print(f"batch: {describe(batch)}", flush=True)
     passed_on = without_options(argv, {"--lora-vs-full": 1, "--repeats": 1, "--result-json": 1})
     arms = {"full": 0, f"LoRA r={args.lora_vs_full}": args.lora_vs_full}
-    records: dict[str, list[dict[str, Any]]] = {name: [] for name in arms}
-    for round_ in range(args.repeats):
-        for name, rank in arms.items():
-            with tempfile.TemporaryDirectory() as folder:
-                result = Path(folder) / "result.json"
-                command = [sys.executable, "-m", "benchmarks.learner_step", *passed_on, "--repeats", "1"]
-                command += ["--set", f"lora_rank={rank}", "--result-json", str(result)]
-                print(f"round {round_ + 1}, {name}: {' '.join(command[1:])}", flush=True)
-                subprocess.run(command, check=True)
-                records[name].append(json.loads(result.read_text()))
-    full = min(t for r in records["full"] for t in r["update_s"])
+    sides = {name: functools.partial(run_arm, passed_on, name, rank) for name, rank in arms.items()}
+    records = alternate(sides, args.repeats)
+    best = {name: fastest_update(record) for name, record in fastest(records, seconds=fastest_update).items()}
     print("| arm | trainable parameters | update s (fastest) | tokens/s | peak RSS GiB (max) | time / full |")
     print("|---|---|---|---|---|---|")
     for name, runs in records.items():
-        fastest = min(t for r in runs for t in r["update_s"])
-        peak = max(r["peak_rss_gib"] for r in runs)
+        seconds, peak = best[name], max(r["peak_rss_gib"] for r in runs)
         print(
-            f"| {name} | {runs[0]['trainable_parameters']:,} | {fastest:.1f} | {tokens / fastest:.0f} | "
-            f"{peak:.2f} | {fastest / full:.2f}x |",
+            f"| {name} | {runs[0]['trainable_parameters']:,} | {seconds:.1f} | {tokens / seconds:.0f} | "
+            f"{peak:.2f} | {seconds / best['full']:.2f}x |",
             flush=True,
         )
+
+
+def run_arm(passed_on: list[str], name: str, rank: int, round_: int) -> dict[str, Any]:
+    """One arm of ``--lora-vs-full`` (LoRA rank ``rank``, 0 for full training) in a fresh learn-mode process,
+    in round ``round_`` (from 0): the record its ``--result-json`` wrote."""
+    with tempfile.TemporaryDirectory() as folder:
+        result = Path(folder) / "result.json"
+        command = [sys.executable, "-m", "benchmarks.learner_step", *passed_on, "--repeats", "1"]
+        command += ["--set", f"lora_rank={rank}", "--result-json", str(result)]
+        print(f"round {round_ + 1}, {name}: {' '.join(command[1:])}", flush=True)
+        subprocess.run(command, check=True)
+        return json.loads(result.read_text())
+
+
+def fastest_update(record: dict[str, Any]) -> float:
+    """The fastest update of one arm's process."""
+    return min(record["update_s"])
 
 
 def without_options(argv: list[str], options: dict[str, int]) -> list[str]:

@@ -35,6 +35,7 @@ import numba
 import numpy as np
 
 from algorithms.replay import make_reference_buffer
+from benchmarks.measure import load_average
 from benchmarks.requirements import parse_and_check
 from experiments.common.results_json import provenance, write_json
 
@@ -209,7 +210,7 @@ def main(argv: list[str] | None = None) -> None:
 
     print(
         f"numpy {np.__version__}, numba {numba.__version__}, {os.cpu_count()} CPUs, load average "
-        f"{os.getloadavg()[0]:.1f}; batch {BATCH}, alpha {args.alpha}, tau {args.tau}; one run, "
+        f"{load_average()}; batch {BATCH}, alpha {args.alpha}, tau {args.tau}; one run, "
         "each time a median of 5 rounds"
     )
     agreement = check_agreement(args)

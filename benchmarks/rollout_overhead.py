@@ -34,6 +34,7 @@ import gymnasium as gym
 
 import envs  # noqa: F401  (registers the freshrl/... ids)
 from algorithms.rollout import rollout_groups
+from benchmarks.measure import alternate, fastest, load_average
 from benchmarks.requirements import parse_and_check
 from envs.seeds import SPLITS
 from models.chat import ChatRenderer
@@ -124,17 +125,6 @@ def raw_run(engine: RolloutEngine, calls: list[EngineCall]) -> Run:
     return Run(time.perf_counter() - started, tokens)
 
 
-def fastest(runs: dict[str, Callable[[], Run]], repeats: int) -> dict[str, Run]:
-    """The fastest of ``repeats`` runs of each, the runs alternating."""
-    best: dict[str, Run] = {}
-    for _ in range(repeats):
-        for name, run in runs.items():
-            result = run()
-            if name not in best or result.seconds < best[name].seconds:
-                best[name] = result
-    return best
-
-
 def top_costs(run: Callable[[], object], rows: int = PROFILE_ROWS) -> str:
     """cProfile of one call of ``run``: the ``rows`` functions with the most time of their own."""
     profiler = cProfile.Profile()
@@ -142,10 +132,6 @@ def top_costs(run: Callable[[], object], rows: int = PROFILE_ROWS) -> str:
     out = io.StringIO()
     pstats.Stats(profiler, stream=out).sort_stats("tottime").print_stats(rows)
     return out.getvalue()
-
-
-def load_average() -> str:
-    return " ".join(f"{x:.1f}" for x in os.getloadavg())
 
 
 def row(label: str, seconds: float, tokens: int | None = None) -> None:
@@ -198,11 +184,11 @@ def main(argv: list[str] | None = None) -> None:
         f"{prompt_tokens} prompt tokens, {sum(sum(c.lengths) for c in calls)} generated tokens",
         flush=True,
     )
-    runs = {
-        "runner": lambda: runner_run(engine, renderer, args.env, args)[0],
-        "raw": lambda: raw_run(engine, calls),
+    sides = {
+        "runner": lambda _repeat: runner_run(engine, renderer, args.env, args)[0],
+        "raw": lambda _repeat: raw_run(engine, calls),
     }
-    best = fastest(runs, args.repeats)
+    best = fastest(alternate(sides, args.repeats), seconds=lambda run: run.seconds)
     runner, raw = best["runner"], best["raw"]
     if runner.tokens != raw.tokens:
         raise RuntimeError(f"the replay generated {raw.tokens} tokens, the runner {runner.tokens}")

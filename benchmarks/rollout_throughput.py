@@ -28,6 +28,7 @@ import torch
 from transformers import AutoModelForCausalLM
 from transformers.utils import logging as hf_logging
 
+from benchmarks.measure import alternate, highest
 from benchmarks.requirements import parse_and_check
 from models.chat import ChatRenderer
 from models.dtype import DTYPES, resolve_dtype
@@ -93,15 +94,16 @@ def vllm_runner(engine: RolloutEngine, prompts: list[list[int]], new_tokens: int
     return run
 
 
-def best_rates(runs: dict[str, Callable[[], int]], repeats: int) -> dict[str, float]:
-    """Tokens per second of each (warmed-up) run, best of ``repeats``, the runs alternating."""
-    best = dict.fromkeys(runs, 0.0)
-    for _ in range(repeats):
-        for name, run in runs.items():
-            start = time.perf_counter()
-            tokens = run()
-            best[name] = max(best[name], tokens / (time.perf_counter() - start))
-    return best
+def tokens_per_second(run: Callable[[], int]) -> Callable[[int], float]:
+    """A side for ``alternate``: one timed call of ``run`` (which returns its new-token count), as tokens
+    per second."""
+
+    def timed(_repeat: int) -> float:
+        start = time.perf_counter()
+        tokens = run()
+        return tokens / (time.perf_counter() - start)
+
+    return timed
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -136,7 +138,8 @@ def main(argv: list[str] | None = None) -> None:
         expected = args.prompts * args.new_tokens
         counts = {name: run() for name, run in runs.items()}  # also the warm-up
         assert counts == {"hf": expected, "vllm": expected}, counts
-        rates = best_rates(runs, args.repeats)
+        timed = {name: tokens_per_second(run) for name, run in runs.items()}
+        rates = highest(alternate(timed, args.repeats), rate=lambda tokens_per_s: tokens_per_s)
         hf_rate, vllm_rate = rates["hf"], rates["vllm"]
         print(
             f"{name:<8} {hf_rate:>10.0f} {vllm_rate:>11.0f} {vllm_rate / hf_rate:>8.2f} {started:>12.1f}s",

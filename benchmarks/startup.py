@@ -29,6 +29,7 @@ minutes on 2 cores. Timing is noisy on a shared machine; re-run before relying o
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib.util
 import json
 import os
@@ -40,6 +41,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from benchmarks.measure import alternate, fastest, load_average
 from benchmarks.requirements import parse_and_check
 from experiments.common.results_json import provenance, write_json
 from models.tiny import tiny_lm_path
@@ -184,40 +186,40 @@ def run_child(script: str, arguments: Sequence[str], environment: Mapping[str, s
     return parse_child_output(done.stdout, done.stderr, done.returncode)
 
 
-def bytecode_run(side: str, base: Mapping[str, str], model: Path) -> dict[str, Any]:
-    """One child of the bytecode measurement; "from_source" gets a fresh pycache prefix each time."""
+def bytecode_run(side: str, base: Mapping[str, str], model: Path, repeat: int) -> dict[str, Any]:
+    """One child of the bytecode measurement in repeat ``repeat`` (from 0); "from_source" gets a fresh
+    pycache prefix each time."""
     with tempfile.TemporaryDirectory(prefix="freshrl-pycache-") as folder:
         prefix = Path(folder) if side == "from_source" else None
         if prefix is not None:
             link_stdlib_bytecode(prefix)
         result = run_child(BYTECODE_CHILD, [str(model)], bytecode_environment(base, side, prefix))
-    return {**result, "total_s": result["import_s"] + result["engine_s"]}
+    run = {**result, "total_s": result["import_s"] + result["engine_s"]}
+    print(f"  bytecode, {side} #{repeat + 1}: {run['total_s']:.1f} s", flush=True)
+    return run
 
 
-def openmp_run(side: str, base: Mapping[str, str], model: Path, args: argparse.Namespace) -> dict[str, Any]:
-    """One child of the OpenMP measurement, beside a spinning neighbour process if the side says so."""
+def openmp_run(
+    side: str, base: Mapping[str, str], model: Path, args: argparse.Namespace, repeat: int
+) -> dict[str, Any]:
+    """One child of the OpenMP measurement in repeat ``repeat`` (from 0), beside a spinning neighbour
+    process if the side says so."""
     policy, beside_spinner = OPENMP_SIDES[side]
     arguments = [str(model), str(args.rows), str(args.tokens), str(args.steps)]
     spinner = subprocess.Popen([sys.executable, "-c", SPINNER]) if beside_spinner else None
     try:
-        return run_child(OPENMP_CHILD, arguments, openmp_environment(base, policy))
+        run = run_child(OPENMP_CHILD, arguments, openmp_environment(base, policy))
     finally:
         if spinner is not None:
             spinner.kill()
             spinner.wait()
-
-
-def fastest_of(runs: list[dict[str, Any]], key: str) -> dict[str, Any]:
-    return min(runs, key=lambda run: run[key])
+    print(f"  openmp, {side} #{repeat + 1}: {run['step_s']:.3f} s/step", flush=True)
+    return run
 
 
 def over(best: dict[str, dict[str, Any]], baseline: str, key: str) -> dict[str, float]:
     """side -> the side's fastest ``key`` over the baseline side's."""
     return {side: run[key] / best[baseline][key] for side, run in best.items()}
-
-
-def load_average() -> str:
-    return " ".join(f"{x:.1f}" for x in os.getloadavg())
 
 
 def print_bytecode(best: dict[str, dict[str, Any]], ratio: dict[str, float], has_bytecode: bool) -> None:
@@ -275,20 +277,16 @@ def main(argv: list[str] | None = None) -> None:
         flush=True,
     )
 
-    bytecode_runs: dict[str, list[dict[str, Any]]] = {side: [] for side in BYTECODE_SIDES}
-    for repeat in range(args.repeats):
-        for side in BYTECODE_SIDES:
-            bytecode_runs[side].append(bytecode_run(side, base, model))
-            print(f"  bytecode, {side} #{repeat + 1}: {bytecode_runs[side][-1]['total_s']:.1f} s", flush=True)
-    openmp_runs: dict[str, list[dict[str, Any]]] = {side: [] for side in OPENMP_SIDES}
-    for repeat in range(args.repeats):
-        for side in OPENMP_SIDES:
-            openmp_runs[side].append(openmp_run(side, base, model, args))
-            print(f"  openmp, {side} #{repeat + 1}: {openmp_runs[side][-1]['step_s']:.3f} s/step", flush=True)
+    bytecode_runs = alternate(
+        {side: functools.partial(bytecode_run, side, base, model) for side in BYTECODE_SIDES}, args.repeats
+    )
+    openmp_runs = alternate(
+        {side: functools.partial(openmp_run, side, base, model, args) for side in OPENMP_SIDES}, args.repeats
+    )
 
-    bytecode_best = {side: fastest_of(runs, "total_s") for side, runs in bytecode_runs.items()}
+    bytecode_best = fastest(bytecode_runs, seconds=lambda run: run["total_s"])
     bytecode_ratio = {key: over(bytecode_best, "compiled", key)["from_source"] for key in BYTECODE_TIMES}
-    openmp_best = {side: fastest_of(runs, "step_s") for side, runs in openmp_runs.items()}
+    openmp_best = fastest(openmp_runs, seconds=lambda run: run["step_s"])
     openmp_ratio = over(openmp_best, "unset_alone", "step_s")
     print_bytecode(bytecode_best, bytecode_ratio, has_bytecode)
     print_openmp(openmp_best, openmp_ratio, args)

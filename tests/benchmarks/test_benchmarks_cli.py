@@ -1,7 +1,7 @@
 """Every benchmark parses its arguments and checks its optional imports before any work.
 
 Runs each benchmark's ``main(["--check-setup"])``, which stops after the parsing and the check: the benchmarks
-themselves are not run here. Every module of benchmarks/ (but the check itself) is a benchmark.
+themselves are not run here. Every module of benchmarks/ is a benchmark but the shared helpers in HELPERS.
 """
 
 from __future__ import annotations
@@ -23,10 +23,11 @@ from benchmarks.requirements import (
     parse_and_check,
 )
 
+# Modules the benchmarks import, with no main() of their own: the package, the argument parsing and setup
+# check (requirements), the measurement helpers (measure).
+HELPERS = {"__init__", "requirements", "measure"}
 BENCHMARKS = sorted(
-    path.stem
-    for path in Path(benchmarks.__file__).parent.glob("*.py")
-    if path.stem not in {"__init__", "requirements"}
+    path.stem for path in Path(benchmarks.__file__).parent.glob("*.py") if path.stem not in HELPERS
 )
 
 
@@ -36,6 +37,11 @@ def benchmark(name: str):
 
 def test_every_benchmark_is_found():
     assert {"dapo_step", "env_throughput", "replay_buffer", "rollout_throughput"} <= set(BENCHMARKS)
+
+
+@pytest.mark.parametrize("name", sorted(HELPERS - {"__init__"}))
+def test_a_helper_is_a_module_of_benchmarks_without_a_main(name):
+    assert not hasattr(benchmark(name), "main")
 
 
 @pytest.mark.parametrize("name", BENCHMARKS)
