@@ -75,7 +75,7 @@ CPU_DEFAULT_KV_CACHE_GIB = 1.0
 # The KV cache block on CPU: 32 tokens, the CPU attention backend's smallest (a multiple of 32), where vLLM
 # would take 128 (vllm/platforms/cpu.py, check_and_update_config). The prefix cache reuses whole blocks, so
 # each turn of a multi-turn rollout recomputes a conversation's tail past its last full block: up to 127
-# tokens per sequence at 128, up to 31 at 32 (docs/performance.md, "Rollouts").
+# tokens per sequence at 128, up to 31 at 32 (docs/performance.md, "A SmolLM2 FrozenLake iteration").
 CPU_KV_BLOCK_TOKENS = 32
 MADV_DONTNEED = 4  # <sys/mman.h>
 

@@ -31,7 +31,7 @@ def micro_batch_order(trajectory: Trajectory) -> tuple[int, int]:
     """The order rows are cut into micro-batches: a group's samples side by side, so that a micro-batch
     shares its prompt (DAPOConfig.share_prefix), shortest first, so that it pads its rows to similar lengths.
     On a SmolLM2 FrozenLake batch (32 rows of 130-337 tokens, micro-batches of 4) this cut the padded
-    tokens from 36% of those the model ran to 21% (docs/performance.md, the learner on SmolLM2)."""
+    tokens from 36% of those the model ran to 21% (docs/performance.md, "A SmolLM2 FrozenLake iteration")."""
     return trajectory.group_id, len(trajectory.token_ids)
 
 class DAPOTorchLearner(TorchLearner):
