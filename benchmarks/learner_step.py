@@ -19,7 +19,7 @@ optimizer state, so repeats time the same work.
     python -m benchmarks.learner_step --model smollm2 --learn /tmp/smol_math.pkl \
         --model-dtype bfloat16 --drift
     python -m benchmarks.learner_step --settings experiments/settings/frozen_lake_smollm2.yaml \
-        --learn /tmp/frozen_lake.pkl --lora-vs-full 16
+        --learn /tmp/frozen_lake.pkl --lora-vs-full 16 --output docs/results/benchmark/lora-vs-full
 
 ``--lora-vs-full RANK`` (learn mode) times full training against LoRA of that rank on the saved batch in one
 run: each arm in its own learn-mode process (its own peak RSS), the arms alternating, and prints trainable
@@ -54,8 +54,11 @@ from algorithms.dapo.collate import collate
 from algorithms.trajectory import Trajectory
 from benchmarks.measure import alternate, fastest, load_average, peak_rss_gib
 from benchmarks.requirements import parse_and_check
+from experiments.common.results_json import dtype_record, provenance, write_json
 from experiments.common.run_config import RunSettings, build_config, load_settings, parse_set, starting_model
 from models.dtype import DTYPES
+
+PROG = "python -m benchmarks.learner_step"
 
 REQUIRES = ("vllm",)
 ENV_ID = "freshrl/Math-v0"
@@ -257,7 +260,12 @@ def run_learn(args: argparse.Namespace) -> None:
     model_dtype = config.resolved_dtypes()["model_dtype"]
     if args.result_json:
         trainable = sum(p.numel() for p in module.model.parameters() if p.requires_grad)
-        record = {"update_s": times[1:], "peak_rss_gib": peak_rss_gib(), "trainable_parameters": trainable}
+        record = {
+            "update_s": times[1:],
+            "peak_rss_gib": peak_rss_gib(),
+            "trainable_parameters": trainable,
+            "dtypes": dtype_record(config),
+        }
         Path(args.result_json).write_text(json.dumps(record))
     print(
         f"learn ({args.label}, {model_dtype}, share_prefix {config.share_prefix}, micro-batch "
@@ -280,25 +288,58 @@ def run_lora_vs_full(args: argparse.Namespace, argv: list[str]) -> None:
     """Full training against LoRA of rank ``--lora-vs-full`` on the saved batch, in one run: each arm's
     updates in a fresh process of learn mode (so that each has its own peak RSS), the arms alternating for
     ``--repeats`` rounds (so that the machine's load falls on both); each arm's fastest update. Tokens/s
-    counts the batch's tokens (prompts included) per update."""
+    counts the batch's tokens (prompts included) per update. ``--output``: also DIR/results.json."""
     with open(args.learn, "rb") as handle:
         batch: list[Trajectory] = pickle.load(handle)
     tokens = sum(len(t.token_ids) for t in batch)
     print(f"batch: {describe(batch)}", flush=True)
-    passed_on = without_options(argv, {"--lora-vs-full": 1, "--repeats": 1, "--result-json": 1})
+    passed_on = without_options(
+        argv, {"--lora-vs-full": 1, "--repeats": 1, "--result-json": 1, "--output": 1}
+    )
     arms = {"full": 0, f"LoRA r={args.lora_vs_full}": args.lora_vs_full}
     sides = {name: functools.partial(run_arm, passed_on, name, rank) for name, rank in arms.items()}
-    records = alternate(sides, args.repeats)
-    best = {name: fastest_update(record) for name, record in fastest(records, seconds=fastest_update).items()}
+    rows = lora_vs_full_rows(alternate(sides, args.repeats), arms, tokens)
     print("| arm | trainable parameters | update s (fastest) | tokens/s | peak RSS GiB (max) | time / full |")
     print("|---|---|---|---|---|---|")
-    for name, runs in records.items():
-        seconds, peak = best[name], max(r["peak_rss_gib"] for r in runs)
+    for name, row in rows.items():
         print(
-            f"| {name} | {runs[0]['trainable_parameters']:,} | {seconds:.1f} | {tokens / seconds:.0f} | "
-            f"{peak:.2f} | {seconds / best['full']:.2f}x |",
+            f"| {name} | {row['trainable_parameters']:,} | {row['fastest_update_s']:.1f} | "
+            f"{row['tokens_per_s']:.0f} | {row['peak_rss_gib']:.2f} | {row['time_vs_full']:.2f}x |",
             flush=True,
         )
+    if args.output:
+        results = {
+            "provenance": provenance(PROG, argv),
+            "batch": {"file": args.learn, "description": describe(batch), "tokens": tokens},
+            "rounds": args.repeats,
+            "arms": rows,
+        }
+        Path(args.output).mkdir(parents=True, exist_ok=True)
+        write_json(Path(args.output) / "results.json", results)
+        print(f"wrote {Path(args.output) / 'results.json'}", flush=True)
+
+
+def lora_vs_full_rows(
+    records: dict[str, list[dict[str, Any]]], ranks: dict[str, int], tokens: int
+) -> dict[str, dict[str, Any]]:
+    """Per arm, from its processes' records: rank, trainable parameters, every update's seconds, the fastest
+    update, tokens/s at it, the highest peak RSS, the learner's dtypes, and the fastest update against full
+    training's."""
+    best = {name: fastest_update(r) for name, r in fastest(records, seconds=fastest_update).items()}
+    full = best[next(name for name, rank in ranks.items() if rank == 0)]
+    return {
+        name: {
+            "lora_rank": ranks[name],
+            "trainable_parameters": runs[0]["trainable_parameters"],
+            "update_s": [s for r in runs for s in r["update_s"]],
+            "fastest_update_s": best[name],
+            "tokens_per_s": tokens / best[name],
+            "peak_rss_gib": max(r["peak_rss_gib"] for r in runs),
+            "dtypes": runs[0].get("dtypes"),
+            "time_vs_full": best[name] / full,
+        }
+        for name, runs in records.items()
+    }
 
 
 def run_arm(passed_on: list[str], name: str, rank: int, round_: int) -> dict[str, Any]:
@@ -375,9 +416,7 @@ def measure_drift(module, batch: list[Trajectory], micro: int) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(
-        prog="python -m benchmarks.learner_step", description=__doc__.split("\n\n")[0]
-    )
+    parser = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default="smollm2", help="smollm2, tiny (the untrained tiny LM) or a dir")
     parser.add_argument("--scale", choices=("tiny", "smollm2"), help="default: smollm2 for --model smollm2")
     parser.add_argument("--env", default=ENV_ID)
@@ -412,6 +451,7 @@ def main(argv: list[str] | None = None) -> None:
         metavar="RANK",
         help="learn mode: full training against LoRA of this rank, each in its own process, alternating",
     )
+    parser.add_argument("--output", metavar="DIR", help="--lora-vs-full: also write DIR/results.json")
     parser.add_argument("--result-json", help=argparse.SUPPRESS)  # learn mode's figures, for --lora-vs-full
     parser.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (0: torch's default)")
     args = parse_and_check(parser, argv, REQUIRES)

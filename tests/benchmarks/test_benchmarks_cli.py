@@ -135,3 +135,17 @@ def test_learner_step_lora_vs_full_needs_a_saved_batch(capsys):
     with pytest.raises(SystemExit):
         benchmark("learner_step").main(["--lora-vs-full", "16"])
     assert "add --learn BATCH" in capsys.readouterr().err
+
+
+def test_learner_step_lora_vs_full_rows_take_each_arms_fastest_update_against_full():
+    from benchmarks.learner_step import lora_vs_full_rows
+
+    record = {"trainable_parameters": 10, "peak_rss_gib": 1.0, "dtypes": {"model_dtype": "float32"}}
+    records = {
+        "full": [{**record, "update_s": [4.0]}, {**record, "update_s": [2.0], "peak_rss_gib": 3.0}],
+        "LoRA r=8": [{**record, "update_s": [5.0], "trainable_parameters": 2}, {**record, "update_s": [3.0]}],
+    }
+    rows = lora_vs_full_rows(records, {"full": 0, "LoRA r=8": 8}, tokens=600)
+    assert rows["full"]["fastest_update_s"] == 2.0 and rows["full"]["peak_rss_gib"] == 3.0
+    assert rows["full"]["update_s"] == [4.0, 2.0] and rows["full"]["tokens_per_s"] == 300.0
+    assert rows["LoRA r=8"]["time_vs_full"] == 1.5 and rows["LoRA r=8"]["trainable_parameters"] == 2
