@@ -220,6 +220,7 @@ def benchmark_env(args: argparse.Namespace, env_id: str, bar) -> dict[str, Any]:
     return {
         "env_id": env_id,
         "model": model,
+        "settings": dataclasses.asdict(settings),
         "seconds": time.perf_counter() - started,
         "metrics": metrics,
         "curve": curve,

@@ -4,8 +4,9 @@ Rewrites only the block between :data:`BEGIN` and :data:`END` in README.md (``--
 nothing, when the block differs from what the files give; tests/experiments/test_results_table.py runs it).
 Every figure comes from a results file under docs/results/ (docs/results/README.md): the default job's
 ``default_job/summary.json``, the replay-mode comparison's ``compare-FrozenLake.json``, the tiny warm starts'
-``tiny_warm_starts/results.json`` and the SmolLM2 runs' ``smollm2_rl/results.json``; the words (env, model,
-what the row shows, the links) are written here, one row each.
+``tiny_warm_starts/results.json``, the SmolLM2 runs' ``smollm2_rl/results.json`` and the ecosystem envs'
+``experiments.evaluate --train`` reports (:data:`ECOSYSTEM`); the words (env, model, what the row shows, the
+links) are written here, one row each.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 
 from algorithms.warm_start import WARM_START_STEPS
 from experiments.common.results_json import REPOSITORY
-from experiments.common.significance import intervals_overlap
+from experiments.common.significance import intervals_overlap, two_proportion_test
 
 PROG = "python -m experiments.results_table"
 README = REPOSITORY / "README.md"
@@ -32,6 +33,9 @@ HEADER = [
 HISTORY = "docs/results/history.md"
 SMOLLM2_RUNS = f"[SmolLM2 runs]({HISTORY}#smollm2-135m-instruct-per-env)"
 TINY_WARM_STARTS = f"[tiny warm starts]({HISTORY}#tiny-model-warm-starts)"
+# Envs of the ecosystem libraries (envs/ecosystem/) trained with SmolLM2: the row's env name -> the folder of
+# its ``experiments.evaluate --train`` report under docs/results/.
+ECOSYSTEM: dict[str, str] = {}
 
 
 def load(name: str) -> dict[str, Any]:
@@ -62,6 +66,29 @@ def test_of(summary: dict[str, Any]) -> str:
     """The two-proportion test experiments.train records (``change``), where the summary has it."""
     change = summary.get("change")
     return "" if change is None else f" (two-proportion p = {change['p_value']:.2g})"
+
+
+def trained_row(name: str, folder: str) -> list[str]:
+    """The row of an ``experiments.evaluate --train`` report of one env: its first and last evaluations, and
+    the two-proportion test between them (the same validation tasks; the test ignores that pairing, so it is
+    conservative)."""
+    report = load(f"{folder}/report.json")
+    (entry,) = report["envs"].values()
+    start, end = entry["curve"][0], entry["curve"][-1]
+    episodes = report["tasks"] * report["samples"]
+    wins = [round(point["success"] * episodes) for point in (start, end)]
+    _, p_value = two_proportion_test(wins[0], episodes, wins[1], episodes)
+    gain = 100 * (end["success"] - start["success"])
+    test = f"{points(gain)}, {overlap(start, end)} (two-proportion p = {p_value:.2g})"
+    verdict = "**yes**" if gain > 0 and p_value < 0.05 else "not shown" if gain > 0 else "**no**"
+    return [
+        name,
+        f"SmolLM2 ({entry['settings']['warm_start_steps']})",
+        rate(start),
+        f"{rate(end)} after {end['iteration']} iterations",
+        f"{verdict}: {test}",
+        f"[report](docs/results/{folder}/report.md)",
+    ]
 
 
 def rows() -> list[list[str]]:
@@ -165,6 +192,7 @@ def rows() -> list[list[str]]:
             f"{search['stated']['fisher_exact_p']}, {overlap(search['start'], search['after'])}",
             SMOLLM2_RUNS,
         ],
+        *(trained_row(name, folder) for name, folder in ECOSYSTEM.items()),
     ]
 
 

@@ -5,6 +5,8 @@ A report is a plain dict (what report.json holds):
     {"provenance": <results_json.provenance(): command, commit, dirty, date, machine>,
      "split": str, "tasks": int, "samples": int, "train_iterations": int, "seconds": float,
      "envs": {name: {"env_id": str, "model": str, "seconds": float,
+                     "settings": <the run's RunSettings as a dict: env_config, warm start, overrides>,
+                     "dtypes": <results_json.dtype_record(): the learner's and engine's dtypes, and why>,
                      "metrics": <algo.evaluate_policy()'s flat dict>,
                      "curve": [{"iteration": int, "success": float, "success_ci95_low": float,
                                 "success_ci95_high": float}, ...],          # with --train: validation

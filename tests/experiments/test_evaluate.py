@@ -248,6 +248,9 @@ def test_the_evaluate_command_writes_its_report_shows_its_own_lines_and_logs_the
         assert entry["curve"][-1]["success"] == m["success"]
         assert [p["iteration"] for p in entry["training"]] == [1]
         assert entry["model"] == str(tiny_lm_path())
+        settings = entry["settings"]  # what the run was: the env's settings, then the command line
+        assert (settings["env"], settings["iterations"]) == (entry["env_id"], 1)
+        assert settings["overrides"]["evaluation_num_tasks"] == 2
         assert entry["dtypes"]["model_dtype"] == entry["dtypes"]["engine_dtype"] == "float32"
     text = (out / "report.md").read_text()
     assert saved["provenance"]["command"] in text and "## Math (`freshrl/Math-v0`)" in text
