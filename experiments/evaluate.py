@@ -25,6 +25,11 @@ per env first (the env's settings, ``--set`` for any key), evaluating every ``--
     python -m experiments.evaluate --model smollm2 --envs Math,NQSearch --split test
     python -m experiments.evaluate --checkpoint results/FrozenLake-v0-20260101-120000
     python -m experiments.evaluate --envs FrozenLake --train 10 --eval-every 5
+    python -m experiments.evaluate --model smollm2 --envs reasoning_gym/ChainSum-v0,babyai/GoToLocal-v0
+
+An env outside the suite is named by its id: the ecosystem envs (``envs/ecosystem/``, e.g.
+``reasoning_gym/ChainSum-v0``, ``textarena/Sudoku-v0``, ``babyai/GoToLocal-v0``) run like the suite's, with
+their settings file for the model where one is shipped (``experiments/settings/chain_sum_smollm2.yaml``).
 """
 
 from __future__ import annotations
