@@ -35,7 +35,9 @@ SMOLLM2_RUNS = f"[SmolLM2 runs]({HISTORY}#smollm2-135m-instruct-per-env)"
 TINY_WARM_STARTS = f"[tiny warm starts]({HISTORY}#tiny-model-warm-starts)"
 # Envs of the ecosystem libraries (envs/ecosystem/) trained with SmolLM2: the row's env name -> the folder of
 # its ``experiments.evaluate --train`` report under docs/results/.
-ECOSYSTEM: dict[str, str] = {}
+ECOSYSTEM = {
+    "reasoning-gym ChainSum": "benchmark/ecosystem-smollm2/chain-sum",
+}
 
 
 def load(name: str) -> dict[str, Any]:

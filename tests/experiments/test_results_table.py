@@ -54,3 +54,30 @@ def test_the_figures_come_from_the_results_files(tmp_path, monkeypatch):
 def test_the_markers_must_be_there_once_each():
     with pytest.raises(ValueError, match="once each"):
         results_table.with_table("# a README without the table\n")
+
+
+def test_an_ecosystem_row_is_its_evaluate_reports_first_and_last_evaluation(tmp_path, monkeypatch):
+    copy = tmp_path / "results"
+    shutil.copytree(results_table.RESULTS, copy)
+    name, folder = next(iter(results_table.ECOSYSTEM.items()))
+    report = json.loads((copy / folder / "report.json").read_text())
+    (entry,) = report["envs"].values()
+    report["tasks"], report["samples"] = 50, 2  # 100 episodes an evaluation
+    entry["settings"]["warm_start_steps"] = 7
+    entry["curve"] = [
+        {"iteration": 0, "success": 0.2, "success_ci95_low": 0.13, "success_ci95_high": 0.29},
+        {"iteration": 9, "success": 0.4, "success_ci95_low": 0.31, "success_ci95_high": 0.5},
+    ]
+    (copy / folder / "report.json").write_text(json.dumps(report))
+    monkeypatch.setattr(results_table, "RESULTS", copy)
+    (row,) = [r for r in results_table.rows() if r[0] == name]
+    assert row[1:5] == [
+        "SmolLM2 (7)",
+        "20.0% (13.0-29.0%)",
+        "40.0% (31.0-50.0%) after 9 iterations",
+        "**yes**: +20.0 points, intervals separated (two-proportion p = 0.002)",
+    ]
+    entry["curve"][1]["success"] = 0.1
+    (copy / folder / "report.json").write_text(json.dumps(report))
+    (row,) = [r for r in results_table.rows() if r[0] == name]
+    assert row[4].startswith("**no**: -10.0 points")
