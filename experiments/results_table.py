@@ -37,6 +37,7 @@ TINY_WARM_STARTS = f"[tiny warm starts]({HISTORY}#tiny-model-warm-starts)"
 # its ``experiments.evaluate --train`` report under docs/results/.
 ECOSYSTEM = {
     "reasoning-gym ChainSum": "benchmark/ecosystem-smollm2/chain-sum",
+    "BabyAI GoToLocal": "benchmark/ecosystem-smollm2/babyai-go-to-local",
 }
 
 
