@@ -335,7 +335,7 @@ def lora_vs_full_rows(
             "fastest_update_s": best[name],
             "tokens_per_s": tokens / best[name],
             "peak_rss_gib": max(r["peak_rss_gib"] for r in runs),
-            "dtypes": runs[0].get("dtypes"),
+            "dtypes": runs[0]["dtypes"],
             "time_vs_full": best[name] / full,
         }
         for name, runs in records.items()

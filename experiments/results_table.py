@@ -17,7 +17,7 @@ from typing import Any
 
 from algorithms.warm_start import WARM_START_STEPS
 from experiments.common.results_json import REPOSITORY
-from experiments.common.significance import intervals_overlap, two_proportion_test
+from experiments.common.significance import intervals_overlap, success_change
 
 PROG = "python -m experiments.results_table"
 README = REPOSITORY / "README.md"
@@ -78,10 +78,9 @@ def trained_row(name: str, folder: str) -> list[str]:
     report = load(f"{folder}/report.json")
     (entry,) = report["envs"].values()
     start, end = entry["curve"][0], entry["curve"][-1]
-    episodes = report["tasks"] * report["samples"]
-    wins = [round(point["success"] * episodes) for point in (start, end)]
-    _, p_value = two_proportion_test(wins[0], episodes, wins[1], episodes)
-    gain = 100 * (end["success"] - start["success"])
+    episodes = {"num_episodes": report["tasks"] * report["samples"]}  # curve points do not keep the count
+    change = success_change({**start, **episodes}, {**end, **episodes})
+    gain, p_value = 100 * change["difference"], change["p_value"]
     test = f"{points(gain)}, {overlap(start, end)} (two-proportion p = {p_value:.2g})"
     verdict = "**yes**" if gain > 0 and p_value < 0.05 else "not shown" if gain > 0 else "**no**"
     return [
