@@ -50,6 +50,7 @@ from experiments.common.run_config import (
     starting_model,
 )
 from experiments.common.run_options import add_algorithm_options, add_model_options, settings_from_args
+from experiments.common.significance import success_line
 from experiments.common.training_metrics import flatten, pick
 
 PROG = "python -m experiments.evaluate"
@@ -205,13 +206,17 @@ def benchmark_env(args: argparse.Namespace, env_id: str, bar) -> dict[str, Any]:
             algo.restore_from_path(str(args.trained_run["checkpoint"]))
         curve, training = [], []
         if args.train:
-            curve.append({"iteration": 0, **interval(evaluate())})
+            before = evaluate()
+            bar.write(f"{name}, before training: {args.split} success {success_line(before)}")
+            curve.append({"iteration": 0, **interval(before)})
             for index in range(args.train):
                 bar.set_postfix_str(f"{name}: training {index + 1}/{args.train}")
                 result = algo.train()
                 flat = flatten({key: value for key, value in result.items() if key != "evaluation"})
                 training.append({"iteration": index + 1, "rollout_success": pick(flat, "rollout/success")})
                 if "evaluation" in result:
+                    line = success_line(result["evaluation"])
+                    bar.write(f"{name}, iteration {index + 1}/{args.train}: {args.split} success {line}")
                     curve.append({"iteration": index + 1, **interval(result["evaluation"])})
         if curve and curve[-1]["iteration"] == args.train:  # the last iteration's evaluation is the final one
             metrics = curve[-1]["metrics"]
@@ -264,11 +269,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         for env_id in bar:
             entry = benchmark_env(args, env_id, bar)
             report["envs"][report_name(env_id)] = entry
-            m = entry["metrics"]
-            bar.write(
-                f"{report_name(env_id)}: success {m['success']:.3f} [{m['success_ci95_low']:.3f}, "
-                f"{m['success_ci95_high']:.3f}] over {m['num_episodes']} episodes ({entry['seconds']:.0f} s)"
-            )
+            line = success_line(entry["metrics"])
+            bar.write(f"{report_name(env_id)}: success {line} ({entry['seconds']:.0f} s)")
     report["seconds"] = time.perf_counter() - started
     paths = write_report(report, output)
     print(f"wrote {', '.join(map(str, paths))}")

@@ -50,7 +50,7 @@ from experiments.common.run_options import (
     check_env_id,
     settings_from_args,
 )
-from experiments.common.significance import change_sentence, success_change
+from experiments.common.significance import change_sentence, success_change, success_line
 from experiments.common.training_metrics import MOSTLY_UNTRAINED_SHARE, flatten, pick, trained_nothing
 
 PROG = "python -m experiments.train"
@@ -152,7 +152,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         print(f"resumed from {args.resume} at iteration {algo.iteration}")
 
     before = algo.evaluate_policy()
-    print(f"success before: {_success_line(before)}")
+    print(f"success before: {success_line(before)}")
 
     rows: list[dict[str, float]] = []
     evaluations: dict[int, dict[str, Any]] = {0: before}  # iteration of this run -> evaluation
@@ -163,7 +163,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             result = algo.train()
             if "evaluation" in result:
                 evaluations[index + 1] = dict(result["evaluation"])
-                bar.write(f"iteration {index + 1}: validation success {_success_line(result['evaluation'])}")
+                bar.write(f"iteration {index + 1}: validation success {success_line(result['evaluation'])}")
             flat = flatten({k: v for k, v in result.items() if k != "config"})
             rows.append(flat)
             if trained_nothing(flat):
@@ -179,7 +179,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if len(rows) not in evaluations:  # a resumed run whose last iteration is off the evaluation interval
         evaluations[len(rows)] = algo.evaluate_policy()
     after = evaluations[len(rows)]
-    print(f"success after:  {_success_line(after)}")
+    print(f"success after:  {success_line(after)}")
     print(change_sentence(before, after))
     checkpoint = algo.save_to_path(str((output / "checkpoint").resolve()))
     mostly_untrained = untrained > MOSTLY_UNTRAINED_SHARE * len(rows)
@@ -216,13 +216,6 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     algo.stop()
     print(f"wrote {csv_path}, {output / 'curves.png'}, {output / 'summary.json'}, {checkpoint}")
     return summary
-
-
-def _success_line(metrics: dict[str, Any]) -> str:
-    return (
-        f"{metrics['success']:.3f} (95% CI {metrics['success_ci95_low']:.3f}-"
-        f"{metrics['success_ci95_high']:.3f}, {metrics['num_episodes']} episodes)"
-    )
 
 
 def _write_csv(path: Path, rows: list[dict[str, float]]) -> None:

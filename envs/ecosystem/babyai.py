@@ -66,6 +66,14 @@ def _thing(obj) -> str:
     return "nothing" if obj is None else f"a {obj.color} {obj.type}"
 
 
+def _progress(instr) -> str:
+    """What the map does not show of a mission: which parts of a sequenced one ("go to the red ball, then
+    open the door") are done, as minigrid's verifier records them (``SeqInstr.a_done``, ``b_done``)."""
+    if not hasattr(instr, "instr_a"):
+        return "-"
+    return f"({instr.a_done} {instr.b_done} {_progress(instr.instr_a)} {_progress(instr.instr_b)})"
+
+
 class BabyAIEnv(MultiTurnEnv):
     """A BabyAI level (minigrid) as a text env: the whole room as a text map, the mission in words.
 
@@ -89,6 +97,8 @@ class BabyAIEnv(MultiTurnEnv):
     1.0 when the mission is accomplished (``success``), 0.0 otherwise. minigrid's own reward,
     ``1 - 0.9 * steps / max_steps`` on success (partial credit for speed), is ``info["minigrid_reward"]``.
     An unusable response earns ``invalid_penalty``.
+    Every ``info`` holds ``state_key`` (:meth:`state_key`), the room the next turn starts from, for GiGPO's
+    turn-level credit (``advantage="gigpo"``).
 
     ## Episode End
     Terminated on success, or when minigrid's step limit (the level's ``max_steps``) runs out; truncated
@@ -198,6 +208,19 @@ class BabyAIEnv(MultiTurnEnv):
             success=success,
             effective=_key(self._env) != before,
             info={"minigrid_reward": float(reward), "actions_executed": executed},
+        )
+
+    def _task_info(self) -> dict[str, Any]:
+        return {"state_key": self.state_key()}
+
+    def state_key(self) -> str:
+        """The canonical state (docs/adding_an_env.md, "State keys"): the level, the mission and its progress,
+        the map (objects, doors, the agent's cell and heading) and what the agent carries. minigrid's step
+        count is left out, as FrozenLake and Sokoban leave out the turn: the same room is the same state."""
+        env = self._env
+        return (
+            f"BabyAI {self.level}\n{env.mission} {_progress(env.instrs)}\n{self.map_text()}\n"
+            f"carrying {_thing(env.carrying)}"
         )
 
     def map_text(self) -> str:

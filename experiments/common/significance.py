@@ -1,9 +1,10 @@
 """Whether a change in success rate between two evaluations is more than the noise of their episodes.
 
 Used by ``experiments.train`` to say, in one line, whether validation success after training differs from
-before. The two evaluations of a run play the same validation tasks, so their outcomes are positively
-correlated; the unpaired two-proportion test below ignores that correlation, which overstates the variance of
-the difference and makes the test conservative (a paired test would give a smaller p-value).
+before, and by it and ``experiments.evaluate`` to print an evaluation (``success_line``). The two evaluations
+of a run play the same validation tasks, so their outcomes are positively correlated; the unpaired
+two-proportion test below ignores that correlation, which overstates the variance of the difference and makes
+the test conservative (a paired test would give a smaller p-value).
 """
 
 from __future__ import annotations
@@ -46,6 +47,14 @@ def intervals_overlap(a: dict[str, Any], b: dict[str, Any]) -> bool:
     """Whether the 95% success intervals (``success_ci95_low`` / ``success_ci95_high``) of two evaluations
     overlap, in either direction."""
     return a["success_ci95_low"] <= b["success_ci95_high"] and b["success_ci95_low"] <= a["success_ci95_high"]
+
+
+def success_line(metrics: dict[str, Any]) -> str:
+    """An evaluation for a person: "0.332 (95% CI 0.293-0.374, 512 episodes)"."""
+    return (
+        f"{metrics['success']:.3f} (95% CI {metrics['success_ci95_low']:.3f}-"
+        f"{metrics['success_ci95_high']:.3f}, {metrics['num_episodes']} episodes)"
+    )
 
 
 def change_sentence(before: dict[str, Any], after: dict[str, Any]) -> str:

@@ -225,6 +225,9 @@ def test_the_evaluate_command_writes_its_report_shows_its_own_lines_and_logs_the
     console = done.stdout + done.stderr
     assert done.returncode == 0, console
     assert "FrozenLake: success" in console and "Math: success" in console
+    for name in ("FrozenLake", "Math"):  # each evaluation of the training, as it comes
+        assert f"{name}, before training: validation success" in console
+        assert f"{name}, iteration 1/1: validation success" in console
     assert [line for line in CONSOLE_NOISE if line in console] == []
     logged = (out / LOG_FILE_NAME).read_text()
     for line in ("Started a local Ray instance", "on the new API stack", "Enforce eager set"):

@@ -12,6 +12,7 @@ from experiments.common.significance import (
     change_sentence,
     intervals_overlap,
     success_change,
+    success_line,
     two_proportion_test,
 )
 
@@ -74,3 +75,7 @@ def test_intervals_overlap_in_either_direction_or_not_at_all():
     )
     assert not intervals_overlap(low, high) and not intervals_overlap(high, low)  # a gain or a fall
     assert intervals_overlap(low, middle) and intervals_overlap(middle, high)
+
+
+def test_an_evaluation_reads_as_its_rate_interval_and_episodes():
+    assert success_line(evaluation(170, 512)) == "0.332 (95% CI 0.293-0.374, 512 episodes)"

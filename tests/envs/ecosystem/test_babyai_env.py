@@ -47,3 +47,36 @@ def test_vision_frame_changes_with_the_agent_and_text_hides_the_map():
     assert observation["image"].shape == (224, 224, 3) and "##" not in observation["text"]
     turned, *_ = env.step("<answer>left</answer>")
     assert not np.array_equal(observation["image"], turned["image"])
+
+
+def test_state_keys_name_the_room_whatever_the_path():
+    env = gym.make("babyai/GoToLocal-v0", max_actions_per_turn=3).unwrapped
+    seed = seeds("train", 1)[0]
+    _, start = env.reset(seed=seed)
+    _, _, _, _, there_and_back = env.step("<answer>left, right</answer>")
+    assert there_and_back["state_key"] == start["state_key"]  # more steps taken, the same room
+    _, _, _, _, right = env.step("<answer>right</answer>")
+    env.reset(seed=seed)
+    _, _, _, _, three_lefts = env.step("<answer>left, left, left</answer>")
+    assert three_lefts["state_key"] == right["state_key"] != start["state_key"]
+    _, _, _, _, invalid = env.step("no answer")
+    assert invalid["state_key"] == three_lefts["state_key"]
+
+
+def test_state_keys_of_different_rooms_differ():
+    env = gym.make("babyai/GoToLocal-v0").unwrapped
+    keys = {env.reset(seed=seed)[1]["state_key"] for seed in seeds("train", 6)}
+    assert len(keys) == 6
+
+
+def test_state_keys_hold_a_sequenced_mission_s_progress():
+    from types import SimpleNamespace
+
+    from envs.ecosystem.babyai import _progress
+
+    def mission(a_done):
+        go_to, open_door = SimpleNamespace(), SimpleNamespace()
+        return SimpleNamespace(instr_a=go_to, instr_b=open_door, a_done=a_done, b_done=False)
+
+    assert _progress(SimpleNamespace()) == "-"
+    assert _progress(mission(False)) != _progress(mission("success"))
