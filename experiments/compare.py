@@ -59,6 +59,7 @@ import numpy as np
 from algorithms.replay import REPLAY_MODES
 from experiments.common.peak_memory import SAMPLE_INTERVAL_S, PeakRss
 from experiments.common.ray_session import start_ray
+from experiments.common.replay_drift import drift
 from experiments.common.results_json import dtype_record, dumps, git_state, provenance
 from experiments.common.run_config import (
     DEFAULT_ENV,
@@ -402,6 +403,7 @@ def aggregate(runs: list[dict[str, Any]], reference: str) -> dict[str, dict[str,
                     "max": curves.max(axis=0).tolist(),
                 },
                 "replay": {key: _run_mean(cell, key) for key in REPLAY_METRICS},
+                "drift": drift(row for run in cell for row in run.get("training", [])),
                 "cost": {key: _spread([run.get(key) for run in cell]) for key in ("wall_s", "peak_rss_gib")},
             }
         if reference in table.get(env, {}):
@@ -707,13 +709,22 @@ def _replay_table(table: dict[str, Any], arms: list[Arm], noun: str) -> list[str
     rows = [
         "## Replay batches (mean over iterations, then seeds)",
         "",
-        f"| task | {noun} | " + " | ".join(key.split("/")[-1] for key in REPLAY_METRICS) + " |",
-        "|---|---|" + "---|" * len(REPLAY_METRICS),
+        "kl_per_age: the per-token KL of a replay batch above the fresh batch's, per iteration of age (the "
+        "slope over every seed's iterations, experiments/common/replay_drift.py); tau_from_drift = its "
+        "inverse, the decay constant FreshPER's model (Eq. 12-13: KL ~ c x age, tau = 1/c) gives at this "
+        'operating point, to set beside the tau the run used (docs/replay.md, "tau in the paper\'s units").',
+        "",
+        f"| task | {noun} | "
+        + " | ".join(key.split("/")[-1] for key in REPLAY_METRICS)
+        + " | kl_per_age | tau_from_drift |",
+        "|---|---|" + "---|" * (len(REPLAY_METRICS) + 2),
     ]
     for env, cells in table.items():
         for arm in replaying:
-            values = cells.get(arm.label, {}).get("replay", {})
+            cell = cells.get(arm.label, {})
+            values, fitted = cell.get("replay", {}), cell.get("drift") or {}
             shown = [_number(values.get(k)) for k in REPLAY_METRICS]
+            shown += [_number(fitted.get("kl_per_age")), _number(fitted.get("tau"))]
             rows.append(f"| {env} | {arm.name} | " + " | ".join(shown) + " |")
     return [*rows, ""]
 

@@ -239,6 +239,9 @@ class DAPOTorchLearner(TorchLearner):
         # mismatch correction on the "mismatch" there includes that staleness.
         if tokens > 0:
             log(f"train/dual_clip_frac_{tag}", sums.get("dual_clip_frac", 0.0) / tokens, reduce="mean")
+            # Without the mismatch correction, a replay batch's KL is its staleness: the collecting policy's
+            # against today's (docs/replay.md, "tau in the paper's units").
+            log(f"train/approx_kl_{tag}", sums.get("approx_kl", 0.0) / tokens, reduce="mean")
             log(f"train/ratio_max_{tag}", sums.get("ratio_max", 1.0), reduce="max")
             if "mismatch_ratio_max" in sums:
                 for name in ("mismatch_kl", "tis_clip_frac"):

@@ -113,11 +113,13 @@ def test_replay_turns_on_the_dual_clip_and_reports_replayed_clip_fraction(spy_po
     assert spy_policy_loss and all(call["cfg"].dual_clip_c == 3.0 for call in spy_policy_loss)
     assert results["train/dual_clip_frac_replay"].peek() == 1.0
     assert results["train/ratio_max_replay"].peek() > 3.0
+    assert results["train/approx_kl_replay"].peek() > 1.0  # collected by a far older policy: stale
     # The sequence weights the learner was given are the ones the loss multiplies by.
     torch.testing.assert_close(spy_policy_loss[0]["weights"].sort().values, torch.tensor([0.5, 0.7]))
     fresh = [trajectory(2, 1.0, own_logprobs(learner, [trajectory(2, 1.0, [0.0] * RESPONSE)])[0].tolist())]
     results = learner.update_from_trajectories(fresh, tag="fresh")
     assert results["train/dual_clip_frac_fresh"].peek() == 0.0
+    assert results["train/approx_kl_fresh"].peek() == pytest.approx(0.0, abs=1e-5)
 
 
 def test_mismatch_correction_recomputes_pi_old_once_per_pass(spy_policy_loss):

@@ -124,6 +124,20 @@ def test_freshper_is_tested_against_each_mode_with_its_power():
     assert "| freshrl/FrozenLake-v0 | FreshPER | 0.500 |" in text  # the replay table, is_weight_mean first
 
 
+def test_the_replay_table_reports_how_fast_replayed_data_went_stale():
+    runs = [synthetic_run("freshper", seed, [0.1, 0.2]) for seed in range(2)]
+    for run in runs:  # a replay batch's KL above the fresh one's is 0.05 per iteration of age
+        run["training"] = [
+            {"replay/is_weight_mean": 0.5, "replay/batch_mean_age": age, "train/approx_kl_replay": 0.05 * age}
+            for age in (1.0, 2.0)
+        ]
+    table = compare.aggregate(runs, "freshper")
+    fitted = table["freshrl/FrozenLake-v0"]["freshper"]["drift"]
+    assert fitted["kl_per_age"] == pytest.approx(0.05) and fitted["tau"] == pytest.approx(20)
+    text = compare.markdown(compare.parse_args(["--modes", "freshper", "--seeds", "2"]), table, runs, "cmd")
+    assert "| kl_per_age | tau_from_drift |" in text and "| 0.050 | 20.000 |" in text
+
+
 def test_runs_that_trained_nothing_are_flagged():
     untrained = {
         **synthetic_run("per", 0, [0.0, 0.0]),
