@@ -57,6 +57,7 @@ from typing import Any
 import numpy as np
 
 from algorithms.replay import REPLAY_MODES
+from experiments.common import learning_diagnostics
 from experiments.common.peak_memory import SAMPLE_INTERVAL_S, PeakRss
 from experiments.common.ray_session import start_ray
 from experiments.common.replay_drift import drift
@@ -551,6 +552,7 @@ def markdown(
         "",
         *_tests(table, arms, names.get(args.reference, args.reference), noun),
         *_replay_table(table, arms, noun),
+        *learning_diagnostics.markdown_lines(learning_diagnostics.diagnostics(runs), names, noun),
         *_cost_table(table, arms, noun),
         *_initial_line(args, table, runs, arms),
         "",
@@ -832,13 +834,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     table = aggregate(runs, args.reference)
     text = markdown(args, table, runs, record["command"])
     (output / "comparison.md").write_text(text)
-    plots = plot_curves(table, output, {arm.label: arm.name for arm in args.arms})
+    names = {arm.label: arm.name for arm in args.arms}
+    plots = [*plot_curves(table, output, names), *learning_diagnostics.plot(runs, output, names)]
     results = {
         "provenance": record,
         "arms": [arm.label for arm in args.arms],
         "reference": args.reference,
         "envs": args.envs,
         "aggregate": table,
+        "diagnostics": learning_diagnostics.diagnostics(runs),
         "runs": runs,
     }
     (output / "results.json").write_text(dumps(results, indent=1))
