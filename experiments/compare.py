@@ -71,6 +71,7 @@ from experiments.common.run_config import (
     run_keys,
 )
 from experiments.common.run_options import add_aliases, check_env_id
+from experiments.common.significance import mean_over_seeds
 from experiments.common.training_metrics import MOSTLY_UNTRAINED_SHARE, flatten, trained_nothing
 from experiments.common.workload import add_workload_args, workload_config, workload_settings
 
@@ -396,7 +397,7 @@ def aggregate(runs: list[dict[str, Any]], reference: str) -> dict[str, dict[str,
             curves = np.array([[point["success"] for point in run["curve"]] for run in cell])
             table.setdefault(env, {})[arm] = {
                 "seeds": sorted(run["seed"] for run in cell),
-                **{key: _mean_std([run[key] for run in cell]) for key in ("peak", "final", "initial")},
+                **{key: mean_over_seeds([run[key] for run in cell]) for key in ("peak", "final", "initial")},
                 "curve": {
                     "iteration": iterations,
                     "mean": curves.mean(axis=0).tolist(),
@@ -464,16 +465,6 @@ def _spread(values: list[float | None]) -> dict[str, Any] | None:
         "n": len(measured),
         "of": len(values),
     }
-
-
-def _mean_std(values: list[float]) -> dict[str, float]:
-    """Mean, standard deviation and the half-width of the 95% t interval of the mean over seeds."""
-    from scipy import stats
-
-    n = len(values)
-    std = float(np.std(values, ddof=1)) if n > 1 else 0.0
-    half = float(stats.t.ppf(0.975, n - 1) * std / np.sqrt(n)) if n > 1 else None  # no interval from 1 seed
-    return {"mean": float(np.mean(values)), "std": std, "n": n, "ci95": half}
 
 
 def welch_test(a: list[float], b: list[float]) -> dict[str, float | None]:

@@ -14,16 +14,20 @@ see, which Tune requires of a searcher's metric.
 Without ``--settings``, a trial runs 3 iterations evaluated every iteration on 16 tasks (the env's settings
 file with ``experiments/settings/quick/sweep_and_compare.yaml`` on top).
 
-Search: ``--search-alg grid`` (default) crosses the ``--tau`` and ``--eps-high`` lists with
-``tune.grid_search`` (``--num-samples`` repeats the grid); any other name is one of Tune's searchers
-(``random`` = Tune's ``BasicVariantGenerator`` drawing from the lists, ``optuna``, ``hyperopt``, ...) over
-``tune.choice`` of the same lists, ``--num-samples`` trials (default 4). Trials run one at a time unless
-``--max-concurrent`` says otherwise (on a cluster: docs/scaling.md).
+Search: ``--search-alg grid`` (default) crosses the ``--tau`` and ``--eps-high`` lists, and with ``--seeds N``
+the seeds ``--seed`` .. ``--seed + N - 1``, with ``tune.grid_search`` (``--num-samples`` repeats the grid at
+the same seeds). ``--tau inf`` is the point without age decay (standard PER's priorities). Any other name is
+one of Tune's searchers (``random`` = Tune's ``BasicVariantGenerator`` drawing from the lists, ``optuna``,
+``hyperopt``, ...) over ``tune.choice`` of the same lists, ``--num-samples`` trials (default 4). Trials run
+one at a time unless ``--max-concurrent`` says otherwise (on a cluster: docs/scaling.md).
 
-Output: Tune's own results folder ``<--storage-path>/<--name>`` (per trial: ``result.json``,
-``progress.csv``, TensorBoard event files, the final checkpoint) and ``summary.md`` / ``summary.json`` there:
-every trial's settings, peak and final validation success, and the best configuration by peak validation
-success (ties go to the first trial). ``tensorboard --logdir <--storage-path>`` shows the curves.
+Output: Tune's own results folder ``<--storage-path>/<--name>`` (per trial: ``result.json``, ``progress.csv``,
+TensorBoard event files, the final checkpoint) and ``summary.md`` / ``summary.json`` there: the grid points'
+final and peak validation success, mean over their seeds with 95% t intervals, and the best point; every
+trial's settings, peak and final validation success, and Tune's best configuration by peak validation success
+(ties go to the first trial); with more than one point, ``success-vs-tau.png``: final validation success
+against tau, one line per eps_high (experiments/common/sweep_points.py). ``tensorboard --logdir
+<--storage-path>`` shows the curves.
 
 ``--resume --name <name>`` continues an interrupted sweep with Tune's own restore: finished trials are kept,
 unfinished ones continue from their latest checkpoint (trials checkpoint after every iteration), errored ones
@@ -46,15 +50,18 @@ from typing import Any
 from ray.rllib.callbacks.callbacks import RLlibCallback
 
 from algorithms.dapo import DAPO, DAPOConfig
+from experiments.common import sweep_points
 from experiments.common.ray_session import start_ray
 from experiments.common.results_json import provenance, write_json
 from experiments.common.run_config import RunSettings, build_config
 from experiments.common.run_options import add_aliases, add_settings_option, check_env_id
+from experiments.common.sweep_points import tau_label
 from experiments.common.training_metrics import MOSTLY_UNTRAINED_SHARE
 from experiments.common.workload import add_workload_args, workload_config, workload_settings
 
 PROG = "python -m experiments.sweep"
 VALIDATION_METRIC = "evaluation/success"
+PLOT_NAME = "success-vs-tau.png"
 DEFAULT_TAUS = [50.0, 500.0]
 DEFAULT_EPS_HIGH = [0.2, 0.28]
 # Modes whose sampling depends on tau: a tau sweep is meaningless for the others.
@@ -96,7 +103,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     add_settings_option(parser)
     parser.add_argument("--env", default=None, help="registered gymnasium id (default: the settings file's)")
     add_aliases(parser, ("--replay", "--seed"))
-    parser.add_argument("--tau", type=float, nargs="+", default=DEFAULT_TAUS, help="values of tau")
+    parser.add_argument(
+        "--tau",
+        type=float,
+        nargs="+",
+        default=DEFAULT_TAUS,
+        help="values of tau (inf: no decay, PER's priorities)",
+    )
     parser.add_argument(
         "--eps-high", type=float, nargs="+", default=DEFAULT_EPS_HIGH, help="values of eps_high"
     )
@@ -104,6 +117,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--search-alg", default="grid", help="grid, random, or a Tune searcher name (optuna, hyperopt, ...)"
     )
     parser.add_argument("--num-samples", type=int, default=None, help="grid repeats, or trials (default 4)")
+    parser.add_argument(
+        "--seeds",
+        type=int,
+        default=1,
+        help="training seeds per grid point: --seed, --seed + 1, ... (grid search only; default 1)",
+    )
     parser.add_argument(
         "--max-concurrent", type=int, default=1, help="trials at once (each needs its own resources)"
     )
@@ -118,6 +137,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.resume and not args.name:
         parser.error("--resume needs the --name of the sweep to continue")
+    if args.seeds < 1:
+        parser.error(f"--seeds must be >= 1, got {args.seeds}")
+    if args.seeds > 1 and args.search_alg != "grid":
+        parser.error(
+            f"--seeds {args.seeds} crosses the grid with seeds; with --search-alg {args.search_alg} give "
+            "--num-samples instead (each trial then draws its point, at the one --seed)"
+        )
     swept = {"tau", "eps_high"} & {item.partition("=")[0].strip() for item in args.set}
     if swept:
         raise SystemExit(
@@ -151,6 +177,8 @@ def search_space(args: argparse.Namespace) -> tuple[DAPOConfig, Any, int]:
             args.num_samples or 4,
         )
     config = config.training(eps_high=domain(args.eps_high)).replay(tau=domain(taus))
+    if args.seeds > 1:
+        config = config.debugging(seed=tune.grid_search([config.seed + k for k in range(args.seeds)]))
     return config, searcher, samples
 
 
@@ -228,6 +256,7 @@ def trial_rows(results) -> list[dict[str, Any]]:
             {
                 "trial": metrics.get("trial_id", Path(result.path).name),
                 "tau": float(result.config["tau"]),
+                "seed": int(result.config["seed"]),
                 "eps_high": float(result.config["eps_high"]),
                 "replay": result.config["replay_mode"],
                 "iterations": iterations,
@@ -265,6 +294,7 @@ def summary_markdown(
 ) -> str:
     run: RunSettings = args.run
     config = args.config
+    grid = sweep_points.points(rows)
     lines = [
         f"# Sweep `{args.name}`: {run.env}, replay {config.replay_mode}, search {args.search_alg}",
         "",
@@ -273,14 +303,20 @@ def summary_markdown(
         "validation tasks (DAPO.evaluate_policy), measured after iteration 1 and every "
         f"{config.evaluation_interval or run.iterations}.",
         "",
-        "| trial | tau | eps_high | peak validation success | final validation success | final reward | "
-        "iterations | iterations that trained nothing | status |",
-        "|---|---|---|---|---|---|---|---|---|",
+        *sweep_points.markdown_lines(grid, sweep_points.best_point(grid)),
+        f"![final validation success against tau]({PLOT_NAME})" if len(grid) > 1 else "",
+        "",
+        "## Trials",
+        "",
+        "| trial | tau | eps_high | seed | peak validation success | final validation success | final reward "
+        "| iterations | iterations that trained nothing | status |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in rows:
         mark = " **(best)**" if best is not None and row is best else ""
         lines.append(
-            f"| {row['trial']}{mark} | {row['tau']:g} | {row['eps_high']:g} "
+            f"| {row['trial']}{mark} | {tau_label(row['tau'])} | {row['eps_high']:g} "
+            f"| {row.get('seed', 'n/a')} "
             f"| {_number(row['peak_validation_success'])} "
             f"| {_number(row['final_validation_success'])} | {_number(row['final_reward_mean'])} "
             f"| {row['iterations']} | {row.get('iterations_without_training', 0)} | {row['status']} |"
@@ -300,8 +336,8 @@ def summary_markdown(
         ties = sum(row["peak_validation_success"] == best["peak_validation_success"] for row in rows)
         tie_note = f" ({ties} trials tie; the first is shown)" if ties > 1 else ""
         lines.append(
-            f"Best by peak validation success{tie_note}: "
-            f"tau = {best['tau']:g}, eps_high = {best['eps_high']:g} "
+            f"Best trial by peak validation success (Tune's best configuration){tie_note}: "
+            f"tau = {tau_label(best['tau'])}, eps_high = {best['eps_high']:g} "
             f"({best['peak_validation_success']:.3f}); checkpoint {best['checkpoint']}"
         )
     return "\n".join(lines) + "\n"
@@ -323,6 +359,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     folder = Path(args.storage_path).resolve() / args.name
     markdown = summary_markdown(args, rows, best)
     (folder / "summary.md").write_text(markdown)
+    grid = sweep_points.points(rows)
+    if len(grid) > 1:
+        title = (
+            f"{args.run.env}: final validation success after {args.run.iterations} iterations\n"
+            "(mean over seeds, 95% t interval)"
+        )
+        sweep_points.plot(grid, folder / PLOT_NAME, title)
     summary = {
         "env": args.run.env,
         "replay": args.config.replay_mode,
@@ -330,6 +373,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "settings": dataclasses.asdict(args.run),
         "trials": rows,
         "best": best,
+        "points": grid,
+        "best_point": sweep_points.best_point(grid),
         "provenance": provenance(PROG, argv, args.config),
     }
     write_json(folder / "summary.json", summary)

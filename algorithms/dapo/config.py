@@ -241,7 +241,7 @@ class DAPOConfig(AlgorithmConfig):
         # FreshPER Eq. 14, p_i = p_base_i * exp(-age_i / tau): 500 iterations, the reference repository's
         # (1000 for FrozenLake). At DAPO's 8192 trajectories an iteration a 50k buffer spans ~6 iterations,
         # where exp(-6 / 500) ~ 0.99 makes FreshPER ~ PER: for the decay to act, tau must be of the order of
-        # the buffer's span in iterations (the tiny scale's is).
+        # the buffer's span in iterations (the tiny scale's is). inf: no decay (PER's priorities, the limit).
         self.tau = 500.0
         self.replay_alpha = 0.6  # FreshPER reference repository
         self.replay_beta_0 = 0.4  # FreshPER reference repository; annealed to 1 (FreshPER section 2)
@@ -478,7 +478,7 @@ class DAPOConfig(AlgorithmConfig):
             (self.replay_mode in REPLAY_MODES, f"replay mode must be one of {REPLAY_MODES}"),
             (self.replay_priority in PRIORITY_SIGNALS, f"replay priority must be one of {PRIORITY_SIGNALS}"),
             (self.replay_age_unit in AGE_UNITS, f"replay age_unit must be one of {AGE_UNITS}"),
-            (self.tau > 0, f"tau must be > 0, got {self.tau}"),
+            (self.tau > 0, f"tau must be > 0 (inf: no decay), got {self.tau}"),
             (self.replay_batches >= 0, "replay num_batches must be >= 0"),
             (
                 self.replay_eps > 0,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any, Literal
 
 from algorithms.replay.decay import ExponentialDecay, NoDecay, PolynomialDecay
@@ -47,13 +48,15 @@ def make_replay_buffer(
     - ``"per"``: standard PER, no age decay (``tau`` and ``poly_k`` unused).
     - ``"freshper"``: FreshPER, p_i = p_base_i * exp(-age / tau).
     - ``"freshper_poly"``: p_i = p_base_i * (1 + age / tau) ** -poly_k.
+    - either with ``tau = inf``: no decay, the limit of both (1 at every age), which is standard PER: the
+      "no decay" point of a sweep over tau.
 
     Every setting is given: :class:`PrioritizedReplayBuffer` says what each means, ``DAPOConfig`` holds
     training's (``build_replay_buffer``), :data:`REFERENCE_SETTINGS` the reference repository's.
     """
     if mode == "on_policy":
         return None
-    if mode == "per":
+    if mode == "per" or (mode in ("freshper", "freshper_poly") and tau == math.inf):
         decay = NoDecay()
     elif mode == "freshper":
         decay = ExponentialDecay(tau=tau)

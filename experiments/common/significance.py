@@ -1,16 +1,19 @@
 """Whether a change in success rate between two evaluations is more than the noise of their episodes.
 
 Used by ``experiments.train`` to say, in one line, whether validation success after training differs from
-before, and by it and ``experiments.evaluate`` to print an evaluation (``success_line``). The two evaluations
-of a run play the same validation tasks, so their outcomes are positively correlated; the unpaired
-two-proportion test below ignores that correlation, which overstates the variance of the difference and makes
-the test conservative (a paired test would give a smaller p-value).
+before, and by it and ``experiments.evaluate`` to print an evaluation (``success_line``); by
+``experiments.compare`` and ``experiments.sweep`` for a figure's mean over seeds (``mean_over_seeds``).
+The two evaluations of a run play the same validation tasks, so their outcomes are positively correlated; the
+unpaired two-proportion test below ignores that correlation, which overstates the variance of the difference
+and makes the test conservative (a paired test would give a smaller p-value).
 """
 
 from __future__ import annotations
 
 import math
 from typing import Any
+
+import numpy as np
 
 
 def two_proportion_test(
@@ -47,6 +50,17 @@ def intervals_overlap(a: dict[str, Any], b: dict[str, Any]) -> bool:
     """Whether the 95% success intervals (``success_ci95_low`` / ``success_ci95_high``) of two evaluations
     overlap, in either direction."""
     return a["success_ci95_low"] <= b["success_ci95_high"] and b["success_ci95_low"] <= a["success_ci95_high"]
+
+
+def mean_over_seeds(values: list[float]) -> dict[str, float | int | None]:
+    """Mean, standard deviation and the half-width of the 95% t interval of the mean of one figure over
+    seeds (``ci95`` None from one seed: no interval)."""
+    from scipy import stats
+
+    n = len(values)
+    std = float(np.std(values, ddof=1)) if n > 1 else 0.0
+    half = float(stats.t.ppf(0.975, n - 1) * std / np.sqrt(n)) if n > 1 else None
+    return {"mean": float(np.mean(values)), "std": std, "n": n, "ci95": half}
 
 
 def success_line(metrics: dict[str, Any]) -> str:

@@ -13,6 +13,7 @@ from ray import tune
 
 from algorithms.dapo import DAPO
 from experiments import sweep
+from experiments.common import sweep_points
 
 # Configs only: the named model (an existing directory, as --model requires) is never loaded here, and no
 # warm start is trained.
@@ -156,7 +157,7 @@ def test_best_row_and_summary_table():
     assert best["trial"] == "b"  # errors never win; ties go to the first trial
     args = sweep.parse_args(["--name", "x"])
     text = sweep.summary_markdown(args, rows, best)
-    assert "| b **(best)** | 500 | 0.28 | 0.500 | 0.500 | n/a | 3 | 0 | ok |" in text
+    assert "| b **(best)** | 500 | 0.28 | n/a | 0.500 | 0.500 | n/a | 3 | 0 | ok |" in text
     assert "2 trials tie" in text
 
 
@@ -180,5 +181,42 @@ def test_trials_that_trained_nothing_are_flagged_and_nan_is_written_as_na():
         "checkpoint": None,
     }
     text = sweep.summary_markdown(sweep.parse_args(["--name", "x"]), [row], sweep.best_row([row]))
-    assert "| t | 50 | 0.28 | n/a | n/a | n/a | 3 | 3 | ok |" in text and "nan" not in text
+    assert "| t | 50 | 0.28 | n/a | n/a | n/a | n/a | 3 | 3 | ok |" in text and "nan" not in text
     assert "most iterations trained nothing" in text
+
+
+def test_seeds_cross_the_grid_and_no_decay_is_a_tau():
+    args = sweep.parse_args(
+        [*NO_MODEL_LOAD, "--tau", "4", "inf", "--eps-high", "0.28", "--seeds", "2", "--seed", "3"]
+    )
+    config, _, _ = sweep.search_space(args)
+    assert config.tau == {"grid_search": [4.0, math.inf]} and config.seed == {"grid_search": [3, 4]}
+    with pytest.raises(SystemExit):
+        sweep.parse_args([*NO_MODEL_LOAD, "--search-alg", "random", "--seeds", "2"])
+
+
+def test_grid_points_average_their_seeds_and_the_plot_shows_them(tmp_path):
+    def row(tau, seed, final):
+        return {
+            "trial": f"{tau}-{seed}", "tau": tau, "eps_high": 0.28, "seed": seed, "status": "ok",
+            "peak_validation_success": final + 0.1, "final_validation_success": final,
+            "final_reward_mean": 0.0, "iterations": 3, "checkpoint": None,
+        }  # fmt: skip
+
+    rows = [row(4.0, 0, 0.2), row(4.0, 1, 0.4), row(math.inf, 0, 0.5), row(math.inf, 1, 0.5)]
+    rows.append({**row(50.0, 0, math.nan), "status": "error"})  # never evaluated: left out
+    grid = sweep_points.points(rows)
+    assert [(p["tau"], p["seeds"]) for p in grid] == [(4.0, [0, 1]), (math.inf, [0, 1])]
+    # Two seeds: mean 0.3, std 0.1414, 95% t half-width t_0.975(1) x 0.1414 / sqrt(2) = 12.706 x 0.1.
+    assert grid[0]["final"]["mean"] == pytest.approx(0.3)
+    assert grid[0]["final"]["ci95"] == pytest.approx(1.2706, abs=1e-3)
+    assert grid[0]["peak"]["mean"] == pytest.approx(0.4)
+    best = sweep_points.best_point(grid)
+    assert best["tau"] == math.inf
+    text = "\n".join(sweep_points.markdown_lines(grid, best))
+    assert "| no decay **(best)** | 0.28 | 2 | 0.500 ± 0.000 | 0.600 ± 0.000 |" in text
+    assert "| 4 | 0.28 | 2 | 0.300 ± 1.271 |" in text
+    path = sweep_points.plot(grid, tmp_path / "p.png", "title")
+    assert path.read_bytes().startswith(b"\x89PNG")
+    summary = sweep.summary_markdown(sweep.parse_args(["--name", "x"]), rows, sweep.best_row(rows))
+    assert "## Grid points" in summary and f"]({sweep.PLOT_NAME})" in summary

@@ -142,6 +142,8 @@ def test_factory_modes():
     assert isinstance(make_reference_buffer("per").decay, NoDecay)
     assert make_reference_buffer("freshper", tau=7.0).decay == ExponentialDecay(7.0)
     assert make_reference_buffer("freshper_poly", tau=7.0, poly_k=3.0).decay == PolynomialDecay(7.0, 3.0)
+    for mode in ("freshper", "freshper_poly"):  # tau = inf: no decay, the limit of both (a sweep's PER point)
+        assert isinstance(make_reference_buffer(mode, tau=float("inf")).decay, NoDecay)
     with pytest.raises(ValueError, match="unknown replay mode"):
         make_reference_buffer("fresh")
 
