@@ -40,6 +40,10 @@ ECOSYSTEM = {
     "BabyAI GoToLocal": "benchmark/ecosystem-smollm2/babyai-go-to-local",
 }
 
+# experiments.compare folders of SmolLM2 arms over seeds (env name -> folder under docs/results): one row per
+# arm, each against the warm start on its seeds and against the first arm.
+COMPARISONS: dict[str, str] = {}
+
 
 def load(name: str) -> dict[str, Any]:
     return json.loads((RESULTS / name).read_text())
@@ -91,6 +95,54 @@ def trained_row(name: str, folder: str) -> list[str]:
         f"{verdict}: {test}",
         f"[report](docs/results/{folder}/report.md)",
     ]
+
+
+def over_seeds(figure: dict[str, Any]) -> str:
+    """A mean over seeds with its 95% t interval: ``27.3% ± 4.1``."""
+    half = "" if figure["ci95"] is None else f" ± {100 * figure['ci95']:.1f}"
+    return f"{pct(figure['mean'])}{half}"
+
+
+def compared_rows(name: str, folder: str) -> list[list[str]]:
+    """The rows of an ``experiments.compare`` of arms over seeds: per arm, held-out success at the start and
+    after training (means over seeds with 95% t intervals), the change on each seed with the paired t-test
+    over seeds, and Welch's test against the first arm."""
+    from scipy import stats
+
+    results = load(f"{folder}/results.json")
+    ((env, cells),) = results["aggregate"].items()
+    reference = results["reference"]
+    rows = []
+    for arm, cell in cells.items():
+        runs = sorted(
+            (r for r in results["runs"] if r["env"] == env and r["arm"] == arm), key=lambda r: r["seed"]
+        )
+        gains = [r["final"] - r["initial"] for r in runs]
+        paired = stats.ttest_rel([r["final"] for r in runs], [r["initial"] for r in runs]).pvalue
+        paired_p = "n/a" if paired != paired else f"{paired:.2g}"  # NaN: every seed changed by the same
+        every = all(gain > 0 for gain in gains)
+        verdict = (
+            "**yes**" if every and paired_p != "n/a" and paired < 0.05 else "not shown" if every else "**no**"
+        )
+        each = ", ".join(f"{100 * gain:+.1f}" for gain in gains)
+        test = f"per seed {each} points (paired p = {paired_p})"
+        against = cell.get("vs_reference")
+        if against:
+            test += f"; against {reference}: Welch p = {against['final']['p_value']:.2g}"
+        iterations = runs[0]["curve"][-1]["iteration"]
+        settings = runs[0]["settings"]
+        rows.append(
+            [
+                name,
+                f"SmolLM2 ({settings['warm_start_steps']}), {len(runs)} seeds, `{arm}`",
+                over_seeds(cell["initial"]),
+                f"{over_seeds(cell['final'])} after {iterations} iterations "
+                f"(peak {over_seeds(cell['peak'])})",
+                f"{verdict}: {test}",
+                f"[comparison](docs/results/{folder}/comparison.md)",
+            ]
+        )
+    return rows
 
 
 def rows() -> list[list[str]]:
@@ -195,6 +247,7 @@ def rows() -> list[list[str]]:
             SMOLLM2_RUNS,
         ],
         *(trained_row(name, folder) for name, folder in ECOSYSTEM.items()),
+        *(row for name, folder in COMPARISONS.items() for row in compared_rows(name, folder)),
     ]
 
 

@@ -81,3 +81,31 @@ def test_an_ecosystem_row_is_its_evaluate_reports_first_and_last_evaluation(tmp_
     (copy / folder / "report.json").write_text(json.dumps(report))
     (row,) = [r for r in results_table.rows() if r[0] == name]
     assert row[4].startswith("**no**: -10.0 points")
+
+
+def test_a_comparison_row_per_arm_tests_each_seed_s_gain_and_the_arms(tmp_path, monkeypatch):
+    from experiments import compare
+
+    def run(arm, seed, initial, final):
+        return {
+            "env": "freshrl/Sokoban-v0", "arm": arm, "seed": seed, "initial": initial, "final": final,
+            "peak": final, "settings": {"warm_start_steps": 60}, "wall_s": 1.0,
+            "curve": [{"iteration": 0, "success": initial}, {"iteration": 10, "success": final}],
+        }  # fmt: skip
+
+    runs = [run("advantage=episode", k, 0.05, f) for k, f in enumerate([0.04, 0.05, 0.03])]
+    runs += [run("advantage=gigpo", k, 0.05, f) for k, f in enumerate([0.20, 0.25, 0.15])]
+    folder = tmp_path / "compare" / "gigpo"
+    folder.mkdir(parents=True)
+    aggregate = compare.aggregate(runs, "advantage=episode")
+    results = {"reference": "advantage=episode", "aggregate": aggregate, "runs": runs}
+    (folder / "results.json").write_text(json.dumps(results))
+    monkeypatch.setattr(results_table, "RESULTS", tmp_path)
+    episode, gigpo = results_table.compared_rows("Sokoban", "compare/gigpo")
+    assert episode[1:3] == ["SmolLM2 (60), 3 seeds, `advantage=episode`", "5.0% ± 0.0"]
+    assert episode[4].startswith("**no**: per seed -1.0, +0.0, -2.0 points")
+    # GiGPO: gains 15, 20, 10 points; paired t = 15 / (5 / sqrt(3)) = 5.196 on 2 degrees of freedom.
+    assert gigpo[3].startswith("20.0% ± 12.4 after 10 iterations")  # t_0.975(2) x 5 / sqrt(3) = 12.42
+    assert gigpo[4].startswith("**yes**: per seed +15.0, +20.0, +10.0 points (paired p = 0.035)")
+    assert "against advantage=episode: Welch p = " in gigpo[4]
+    assert gigpo[5] == "[comparison](docs/results/compare/gigpo/comparison.md)"
