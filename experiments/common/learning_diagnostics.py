@@ -10,23 +10,17 @@ logged it.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from experiments.common.training_metrics import measured
+
 # Iterations averaged at each end of a run's entropy curve: one iteration's entropy is noisy (4 prompts).
 ENTROPY_WINDOW = 2
 GIGPO_METRICS = ("gigpo/shared_turn_fraction", "gigpo/step_group_size_mean", "gigpo/step_advantage_std")
-
-
-def _value(flat: Mapping[str, Any], suffix: str) -> float | None:
-    for key, value in flat.items():
-        if key.endswith(suffix) and isinstance(value, (int, float)) and math.isfinite(value):
-            return float(value)
-    return None
 
 
 def _mean(values: Sequence[float | None]) -> float | None:
@@ -36,7 +30,7 @@ def _mean(values: Sequence[float | None]) -> float | None:
 
 def entropy_curve(run: Mapping[str, Any]) -> list[float | None]:
     """The run's mean token entropy on the batches it trained on, per iteration (None: nothing trained)."""
-    return [_value(flat, "train/entropy") for flat in run.get("training", [])]
+    return [measured(flat, "train/entropy") for flat in run.get("training", [])]
 
 
 def pass_at_k_key(runs: Sequence[Mapping[str, Any]]) -> str | None:
@@ -71,8 +65,8 @@ def cell_diagnostics(runs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         return point.get("metrics", {}).get(key) if key else None
 
     rows = [flat for run in runs for flat in run.get("training", [])]
-    sampled = sum(_value(flat, "rollout/groups_sampled") or 0.0 for flat in rows)
-    kept = sum(_value(flat, "rollout/groups_kept") or 0.0 for flat in rows)
+    sampled = sum(measured(flat, "rollout/groups_sampled") or 0.0 for flat in rows)
+    kept = sum(measured(flat, "rollout/groups_kept") or 0.0 for flat in rows)
     return {
         "entropy_first": _mean([_mean(curve[:ENTROPY_WINDOW]) for curve in curves]),
         "entropy_last": _mean([_mean(curve[-ENTROPY_WINDOW:]) for curve in curves]),
@@ -81,7 +75,7 @@ def cell_diagnostics(runs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         "pass_k_final": _mean([at(run["curve"][-1]) for run in runs if run.get("curve")]),
         "informative_share": kept / sampled if sampled else None,
         **{
-            name: _mean([_mean([_value(flat, name) for flat in run.get("training", [])]) for run in runs])
+            name: _mean([_mean([measured(flat, name) for flat in run.get("training", [])]) for run in runs])
             for name in GIGPO_METRICS
         },
     }

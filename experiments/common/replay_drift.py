@@ -16,9 +16,10 @@ several runs'). docs/replay.md ("tau in the paper's units") reads the result.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping
 from typing import Any
+
+from experiments.common.training_metrics import measured
 
 MIN_POINTS = 3  # fewer iterations with a replay batch give no slope worth reporting
 KL_PAIRS = (
@@ -27,24 +28,16 @@ KL_PAIRS = (
 )
 
 
-def _metric(flat: Mapping[str, Any], suffix: str) -> float | None:
-    """The value of the key ending in ``suffix`` (RLlib nests learner metrics under ``learners/...``)."""
-    for key, value in flat.items():
-        if key.endswith(suffix) and isinstance(value, (int, float)) and math.isfinite(value):
-            return float(value)
-    return None
-
-
 def staleness_point(flat: Mapping[str, Any]) -> tuple[float, float] | None:
     """(mean age of the replay batch, its per-token KL above the fresh batch's) of one iteration's flat
     metrics; None for an iteration without a replay batch or without the KL metrics."""
-    age = _metric(flat, "replay/batch_mean_age")
+    age = measured(flat, "replay/batch_mean_age")
     if age is None or age <= 0:
         return None
     for replay_key, fresh_key in KL_PAIRS:
-        replayed = _metric(flat, replay_key)
+        replayed = measured(flat, replay_key)
         if replayed is not None:
-            return age, replayed - (_metric(flat, fresh_key) or 0.0)
+            return age, replayed - (measured(flat, fresh_key) or 0.0)
     return None
 
 

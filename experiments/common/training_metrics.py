@@ -3,6 +3,8 @@ iteration trained anything. Shared by the entry points that train (train, sweep,
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping
 from typing import Any
 
 # A run is flagged when more than this share of its iterations trained nothing (no informative group).
@@ -24,6 +26,15 @@ def flatten(result: dict[str, Any], prefix: str = "") -> dict[str, float]:
 def pick(flat: dict[str, float], suffix: str) -> float:
     """The first metric whose name ends with ``suffix`` (NaN when absent)."""
     return next((v for k, v in flat.items() if k.endswith(suffix)), float("nan"))
+
+
+def measured(flat: Mapping[str, Any], suffix: str) -> float | None:
+    """The first metric whose name ends with ``suffix`` as a float, None when absent or not a finite number
+    (a run saved to JSON writes an iteration's missing or NaN metric as null)."""
+    for key, value in flat.items():
+        if key.endswith(suffix):
+            return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else None
+    return None
 
 
 def trained_nothing(flat: dict[str, float]) -> bool:
