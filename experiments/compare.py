@@ -571,7 +571,8 @@ def _replay_sentence(args: argparse.Namespace, runs: list[dict[str, Any]]) -> st
         f"FreshPER tau = {', '.join(f'{t:g}' for t in taus) or 'n/a'} (age in {age_units}). The FreshPER "
         "paper's reference code also counts ages in training iterations (a rollout batch and its update), "
         "with tau 500 (1000 on FrozenLake) over runs of thousands of iterations; docs/replay.md (FreshPER at "
-        "the operating point) compares the two operating points."
+        "the operating point, tau in the paper's units) compares the two operating points, and the replay "
+        "table's tau_from_drift is the tau the paper's model (tau = 1/c) gives for these runs."
     )
 
 
