@@ -763,7 +763,8 @@ def plot_curves(table: dict[str, Any], output: Path, names: dict[str, str]) -> l
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from matplotlib.ticker import MaxNLocator
+
+    from experiments.common.plots import style_iteration_axis
 
     paths = []
     for env, cells in table.items():
@@ -777,12 +778,8 @@ def plot_curves(table: dict[str, Any], output: Path, names: dict[str, str]) -> l
                 curve["iteration"], curve["min"], curve["max"], color=line.get_color(), alpha=0.15
             )
         ax.set_title(f"{env}: validation success\n(mean over seeds; band: range over seeds)", fontsize=10)
-        ax.set_xlabel("training iteration")
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-        ax.set_ylabel("validation success")
+        style_iteration_axis(ax, "validation success")
         ax.set_ylim(-0.02, 1.02)
-        ax.grid(alpha=0.3)
-        ax.legend()
         fig.tight_layout()
         path = output / f"curves-{env.split('/')[-1]}.png"
         fig.savefig(path, dpi=100)

@@ -134,7 +134,8 @@ def plot(runs: Sequence[Mapping[str, Any]], output: Path, names: Mapping[str, st
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from matplotlib.ticker import MaxNLocator
+
+    from experiments.common.plots import style_iteration_axis
 
     paths = []
     for env in dict.fromkeys(run["env"] for run in runs):
@@ -151,12 +152,8 @@ def plot(runs: Sequence[Mapping[str, Any]], output: Path, names: Mapping[str, st
             pass_ax.plot(iterations, mean_pass, marker="o", markersize=3, color=line.get_color(), label=label)
         entropy_ax.set_title(f"{env}: token entropy of the trained batches", fontsize=10)
         pass_ax.set_title(f"{env}: held-out {key}", fontsize=10)
-        for ax, label in ((entropy_ax, "entropy (nats)"), (pass_ax, key)):
-            ax.set_xlabel("training iteration")
-            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-            ax.set_ylabel(label)
-            ax.grid(alpha=0.3)
-            ax.legend()
+        style_iteration_axis(entropy_ax, "entropy (nats)")
+        style_iteration_axis(pass_ax, key)
         pass_ax.set_ylim(-0.02, 1.02)
         fig.tight_layout()
         path = output / f"diagnostics-{env.split('/')[-1]}.png"

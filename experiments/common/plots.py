@@ -43,3 +43,14 @@ def plot_training_curves(
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
+
+
+def style_iteration_axis(ax, ylabel: str) -> None:
+    """An axis over training iterations as the comparisons draw it: integer ticks, a light grid, a legend."""
+    from matplotlib.ticker import MaxNLocator
+
+    ax.set_xlabel("training iteration")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_ylabel(ylabel)
+    ax.grid(alpha=0.3)
+    ax.legend()
