@@ -95,17 +95,17 @@ def test_a_comparison_row_per_arm_tests_each_seed_s_gain_and_the_arms(tmp_path, 
 
     runs = [run("advantage=episode", k, 0.05, f) for k, f in enumerate([0.04, 0.05, 0.03])]
     runs += [run("advantage=gigpo", k, 0.05, f) for k, f in enumerate([0.20, 0.25, 0.15])]
-    folder = tmp_path / "compare" / "gigpo"
+    folder = tmp_path / "compare" / "gigpo-Sokoban-smollm2"  # a real folder's name, read from tmp_path
     folder.mkdir(parents=True)
     aggregate = compare.aggregate(runs, "advantage=episode")
     results = {"reference": "advantage=episode", "aggregate": aggregate, "runs": runs}
     (folder / "results.json").write_text(json.dumps(results))
     monkeypatch.setattr(results_table, "RESULTS", tmp_path)
-    episode, gigpo = results_table.compared_rows("Sokoban", "compare/gigpo")
+    episode, gigpo = results_table.compared_rows("Sokoban", "compare/gigpo-Sokoban-smollm2")
     assert episode[1:3] == ["SmolLM2 (60), 3 seeds, `advantage=episode`", "5.0% ± 0.0"]
     assert episode[4].startswith("**no**: per seed -1.0, +0.0, -2.0 points")
     # GiGPO: gains 15, 20, 10 points; paired t = 15 / (5 / sqrt(3)) = 5.196 on 2 degrees of freedom.
     assert gigpo[3].startswith("20.0% ± 12.4 after 10 iterations")  # t_0.975(2) x 5 / sqrt(3) = 12.42
     assert gigpo[4].startswith("**yes**: per seed +15.0, +20.0, +10.0 points (paired p = 0.035)")
     assert "against advantage=episode: Welch p = " in gigpo[4]
-    assert gigpo[5] == "[comparison](docs/results/compare/gigpo/comparison.md)"
+    assert gigpo[5] == "[comparison](docs/results/compare/gigpo-Sokoban-smollm2/comparison.md)"
