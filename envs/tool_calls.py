@@ -15,6 +15,8 @@ from typing import Any
 
 TOOL_CALL_OPEN = "<tool_call>"
 TOOL_CALL_CLOSE = "</tool_call>"
+# The closing tag as JSON may also spell it inside a string ("\/" is an escaped "/").
+ESCAPED_CLOSE = "<\\/tool_call>"
 # A name or key shown back in an error message is cut to this many characters.
 ECHO_CHARS = 60
 
@@ -77,9 +79,11 @@ def parse_tool_calls(text: str) -> ToolCallText:
 
 def format_tool_call(name: str, arguments: dict[str, Any]) -> str:
     """``name(arguments)`` as Qwen2.5's chat template renders an assistant's call (its ``tojson`` is
-    ``json.dumps`` with ``ensure_ascii=False``): a demonstration holds what a rendered history holds."""
-    call = {"name": name, "arguments": arguments}
-    return f"{TOOL_CALL_OPEN}\n{json.dumps(call, ensure_ascii=False)}\n{TOOL_CALL_CLOSE}"
+    ``json.dumps`` with ``ensure_ascii=False``): a demonstration holds what a rendered history holds. A
+    closing tag inside a string is written ``<\\/tool_call>`` (JSON's escaped solidus, read back as ``/``), so
+    the block cannot end inside its own JSON, where the template's rendering would cut it."""
+    body = json.dumps({"name": name, "arguments": arguments}, ensure_ascii=False)
+    return f"{TOOL_CALL_OPEN}\n{body.replace(TOOL_CALL_CLOSE, ESCAPED_CLOSE)}\n{TOOL_CALL_CLOSE}"
 
 
 def _decode(body: str, number: int | None) -> ToolCall | str:

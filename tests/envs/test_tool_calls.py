@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from envs.tool_calls import ToolCall, ToolCallText, format_tool_call, parse_tool_calls
@@ -41,6 +41,7 @@ def test_never_raises_and_always_says_why_there_is_no_call(text):
     arguments=st.dictionaries(st.text(), JSON_VALUES, max_size=4),
     before=st.text().filter(lambda t: "<tool_call>" not in t),
 )
+@example(name="0", arguments={"</tool_call>": None, "q": "a</tool_call>b"}, before="")  # the tag in a string
 def test_what_format_tool_call_writes_parses_back(name, arguments, before):
     found = parse_tool_calls(before + format_tool_call(name, arguments))
     assert found == ToolCallText(calls=(ToolCall(name, arguments),), strict=True)
