@@ -40,9 +40,12 @@ ECOSYSTEM = {
     "BabyAI GoToLocal": "benchmark/ecosystem-smollm2/babyai-go-to-local",
 }
 
-# experiments.compare folders of SmolLM2 arms over seeds (env name -> folder under docs/results): one row per
-# arm, each against the warm start on its seeds and against the first arm.
-COMPARISONS: dict[str, str] = {}
+# experiments.compare folders of SmolLM2 arms over seeds, (env name, folder under docs/results): one row per
+# arm, each against the warm start on its seeds and against the first arm, placed after the env's other rows.
+COMPARISONS: list[tuple[str, str]] = [
+    ("Sokoban", "compare/gigpo-Sokoban-smollm2"),
+    ("Math", "compare/entropy-guard-Math-smollm2"),
+]
 
 
 def load(name: str) -> dict[str, Any]:
@@ -131,10 +134,12 @@ def compared_rows(name: str, folder: str) -> list[list[str]]:
             test += f"; against {reference}: Welch p = {against['final']['p_value']:.2g}"
         iterations = runs[0]["curve"][-1]["iteration"]
         settings = runs[0]["settings"]
+        env_config = ", ".join(f"{key}={value}" for key, value in settings.get("env_config", {}).items())
         rows.append(
             [
                 name,
-                f"SmolLM2 ({settings['warm_start_steps']}), {len(runs)} seeds, `{arm}`",
+                f"SmolLM2 ({settings['warm_start_steps']}), {len(runs)} seeds, `{arm}`"
+                + (f"; env `{env_config}`" if env_config else ""),
                 over_seeds(cell["initial"]),
                 f"{over_seeds(cell['final'])} after {iterations} iterations "
                 f"(peak {over_seeds(cell['peak'])})",
@@ -192,7 +197,7 @@ def rows() -> list[list[str]]:
     peak = math_hot["evaluations"][0]
     math_hot_1 = smol["Math, 20-step warm start, groups of 16, RL temperature 1.2, seed 1"]
     search = smol["NQSearch"]
-    return [
+    table_rows = [
         default_job,
         modes,
         [
@@ -247,8 +252,11 @@ def rows() -> list[list[str]]:
             SMOLLM2_RUNS,
         ],
         *(trained_row(name, folder) for name, folder in ECOSYSTEM.items()),
-        *(row for name, folder in COMPARISONS.items() for row in compared_rows(name, folder)),
     ]
+    for name, folder in COMPARISONS:
+        after = max((k + 1 for k, row in enumerate(table_rows) if row[0] == name), default=len(table_rows))
+        table_rows[after:after] = compared_rows(name, folder)
+    return table_rows
 
 
 def table() -> str:

@@ -89,7 +89,8 @@ def test_a_comparison_row_per_arm_tests_each_seed_s_gain_and_the_arms(tmp_path, 
     def run(arm, seed, initial, final):
         return {
             "env": "freshrl/Sokoban-v0", "arm": arm, "seed": seed, "initial": initial, "final": final,
-            "peak": final, "settings": {"warm_start_steps": 60}, "wall_s": 1.0,
+            "peak": final, "settings": {"warm_start_steps": 60, "env_config": {"max_turns": 1}},
+            "wall_s": 1.0,
             "curve": [{"iteration": 0, "success": initial}, {"iteration": 10, "success": final}],
         }  # fmt: skip
 
@@ -102,10 +103,19 @@ def test_a_comparison_row_per_arm_tests_each_seed_s_gain_and_the_arms(tmp_path, 
     (folder / "results.json").write_text(json.dumps(results))
     monkeypatch.setattr(results_table, "RESULTS", tmp_path)
     episode, gigpo = results_table.compared_rows("Sokoban", "compare/gigpo-Sokoban-smollm2")
-    assert episode[1:3] == ["SmolLM2 (60), 3 seeds, `advantage=episode`", "5.0% ± 0.0"]
+    assert episode[1:3] == ["SmolLM2 (60), 3 seeds, `advantage=episode`; env `max_turns=1`", "5.0% ± 0.0"]
     assert episode[4].startswith("**no**: per seed -1.0, +0.0, -2.0 points")
     # GiGPO: gains 15, 20, 10 points; paired t = 15 / (5 / sqrt(3)) = 5.196 on 2 degrees of freedom.
     assert gigpo[3].startswith("20.0% ± 12.4 after 10 iterations")  # t_0.975(2) x 5 / sqrt(3) = 12.42
     assert gigpo[4].startswith("**yes**: per seed +15.0, +20.0, +10.0 points (paired p = 0.035)")
     assert "against advantage=episode: Welch p = " in gigpo[4]
     assert gigpo[5] == "[comparison](docs/results/compare/gigpo-Sokoban-smollm2/comparison.md)"
+
+
+def test_each_comparison_s_rows_sit_with_its_env_s_other_rows():
+    names = [row[0] for row in results_table.rows()]
+    runs = [name for k, name in enumerate(names) if k == 0 or names[k - 1] != name]
+    assert len(runs) == len(set(runs)), f"an env's rows are split: {names}"
+    for name, folder in results_table.COMPARISONS:
+        arms = results_table.load(f"{folder}/results.json")["aggregate"]
+        assert names.count(name) > len(next(iter(arms.values())))  # the arms come beside the env's own rows
