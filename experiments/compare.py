@@ -72,7 +72,7 @@ from experiments.common.run_config import (
 )
 from experiments.common.run_options import add_aliases, check_env_id
 from experiments.common.significance import mean_over_seeds
-from experiments.common.training_metrics import MOSTLY_UNTRAINED_SHARE, flatten, trained_nothing
+from experiments.common.training_metrics import MOSTLY_UNTRAINED_SHARE, flatten, measured, trained_nothing
 from experiments.common.workload import add_workload_args, workload_config, workload_settings
 
 PROG = "python -m experiments.compare"
@@ -437,16 +437,12 @@ REPLAY_METRICS = (
 
 def _run_mean(cell: list[dict[str, Any]], suffix: str) -> float | None:
     """Mean over seeds of each run's mean over iterations of the metric ending in ``suffix`` (None: never
-    logged, e.g. replay metrics on-policy). NaN, and its JSON form null in a run loaded from disk (an
-    iteration that did not log the metric), are skipped."""
+    logged, e.g. replay metrics on-policy). An iteration that did not log it (NaN, null in a run loaded from
+    disk) is skipped."""
     per_run = []
     for run in cell:
-        values = [
-            v
-            for flat in run.get("training", [])
-            for k, v in flat.items()
-            if k.endswith(suffix) and v is not None and v == v
-        ]
+        values = [measured(flat, suffix) for flat in run.get("training", [])]
+        values = [value for value in values if value is not None]
         if values:
             per_run.append(float(np.mean(values)))
     return float(np.mean(per_run)) if per_run else None
@@ -455,14 +451,14 @@ def _run_mean(cell: list[dict[str, Any]], suffix: str) -> float | None:
 def _spread(values: list[float | None]) -> dict[str, Any] | None:
     """Mean, min and max of the measured values (None: not measured, e.g. peak memory without ``/proc`` or
     in a run saved before it was recorded), with how many runs were measured of how many; None if none."""
-    measured = [value for value in values if value is not None]
-    if not measured:
+    known = [value for value in values if value is not None]
+    if not known:
         return None
     return {
-        "mean": float(np.mean(measured)),
-        "min": float(min(measured)),
-        "max": float(max(measured)),
-        "n": len(measured),
+        "mean": float(np.mean(known)),
+        "min": float(min(known)),
+        "max": float(max(known)),
+        "n": len(known),
         "of": len(values),
     }
 
