@@ -43,6 +43,7 @@ ECOSYSTEM = {
 # experiments.compare folders of SmolLM2 arms over seeds, (env name, folder under docs/results): one row per
 # arm, each against the warm start on its seeds and against the first arm, placed after the env's other rows.
 COMPARISONS: list[tuple[str, str]] = [
+    ("FrozenLake", "compare/gigpo-FrozenLake-smollm2"),
     ("Sokoban", "compare/gigpo-Sokoban-smollm2"),
     ("Math", "compare/entropy-guard-Math-smollm2"),
 ]
