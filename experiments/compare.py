@@ -35,7 +35,9 @@ Output, in ``--output`` (default ``results/compare-<time>``):
       replay modes, else the first arm) against each other arm with the smallest difference the run could
       detect; the replay metrics (importance weights, success share, ages, decay of the oldest item,
       dual-clip fraction) where some arm replays; the cost per arm (wall minutes and peak memory per run);
-      for replay modes, the paper's Table 1 beside it for reference;
+      for replay modes, the paper's Table 1 beside it for reference. Rewritten after every run, so an
+      interrupted comparison always has the report of its finished runs, headed by what is missing;
+      ``--report-only`` writes it from the finished runs without training anything;
   ``curves-<env>.png``  validation success over iterations, mean per arm with the range over seeds;
   ``results.json``  its provenance (``experiments/common/results_json.py``), every run's raw numbers and the
       aggregates.
@@ -49,6 +51,7 @@ import hashlib
 import json
 import os
 import re
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -241,8 +244,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--seeds", type=int, default=2, help="training seeds 0..n-1 per (env, arm)")
     add_aliases(parser, ("--tau",))
     parser.add_argument("--output", default=None, help="results folder (default results/compare-<time>)")
+    parser.add_argument(
+        "--report-only",
+        action="store_true",
+        help="write the report of the runs already finished in --output and train nothing (the report of "
+        "an interrupted comparison, headed by the runs still missing)",
+    )
     add_workload_args(parser)
     args = parser.parse_args(argv)
+    if args.report_only and args.output is None:
+        parser.error("--report-only reads the runs of an earlier comparison: give its --output")
     if args.seeds < 1:
         parser.error(f"--seeds must be >= 1, got {args.seeds}")
     if args.arms is not None and args.modes is not None:
@@ -291,18 +302,25 @@ def run_path(output: Path, env: str, arm: Arm, seed: int) -> Path:
     return output / "runs" / f"{env.split('/')[-1]}__{arm.file_stem}__seed{seed}.json"
 
 
-def saved_settings(settings: RunSettings, config) -> dict[str, Any]:
+def saved_settings(settings: RunSettings, config=None) -> dict[str, Any]:
     """What a saved run must share with the current command to be reused: its settings and the model
-    actually used (the default model may change)."""
-    return json.loads(dumps({**dataclasses.asdict(settings), "model_path": config.model_path}))
+    actually used (the default model may change); without ``config`` (a report of saved runs), its settings
+    alone."""
+    model = {} if config is None else {"model_path": config.model_path}
+    return json.loads(dumps({**dataclasses.asdict(settings), **model}))
 
 
 def load_finished(path: Path, settings: dict[str, Any]) -> dict[str, Any] | None:
-    """The saved run at ``path`` (None when absent); an error when it was made with other settings."""
+    """The saved run at ``path`` (None when absent); an error when it was made with other settings. Without
+    ``model_path`` in ``settings`` (a report of saved runs, which never resolves, nor trains, a warm start)
+    the run's model is not checked."""
     if not path.exists():
         return None
     run = json.loads(path.read_text())
-    if run["settings"] != settings:
+    saved = run["settings"]
+    if "model_path" not in settings:
+        saved = {key: value for key, value in saved.items() if key != "model_path"}
+    if saved != settings:
         raise SystemExit(
             f"compare: {path} was run with {run['settings']}, not {settings}; use another --output"
         )
@@ -503,7 +521,11 @@ def _commits_sentence(runs: list[dict[str, Any]]) -> str:
 
 
 def markdown(
-    args: argparse.Namespace, table: dict[str, Any], runs: list[dict[str, Any]], command: str
+    args: argparse.Namespace,
+    table: dict[str, Any],
+    runs: list[dict[str, Any]],
+    command: str,
+    missing: list[tuple[str, Arm, int]] = (),
 ) -> str:
     arms = [arm for arm in args.arms if any(arm.label in cells for cells in table.values())]
     names = {arm.label: arm.name for arm in args.arms}
@@ -522,6 +544,7 @@ def markdown(
         "",
         f"Command: `{command}`",
         "",
+        *_missing_lines(missing, len(runs)),
         f"{_each(run.iterations for run in args.arm_runs)} DAPO iterations per run; seeds {args.seeds}; "
         f"validation success = mean success of "
         f"{_each(c.evaluation_samples_per_task for c in args.arm_configs)} episode(s) on each of "
@@ -548,6 +571,25 @@ def markdown(
     if args.replay_arms:
         lines += _paper_table(table)
     return "\n".join(lines) + "\n"
+
+
+def _missing_lines(missing: list[tuple[str, Arm, int]], done: int) -> list[str]:
+    """What a partial report lacks: the runs not finished yet, seeds grouped per (env, arm)."""
+    if not missing:
+        return []
+    seeds: dict[tuple[str, str], list[int]] = {}
+    for env, arm, seed in missing:
+        seeds.setdefault((env.split("/")[-1], arm.label), []).append(seed)
+    listed = "; ".join(
+        f"{env} {arm} seed{'s' if len(ks) > 1 else ''} {', '.join(map(str, ks))}"
+        for (env, arm), ks in seeds.items()
+    )
+    return [
+        f"**Partial: {done} of {done + len(missing)} runs finished.** Missing: {listed}. Every figure below "
+        "is over the finished runs only (n in each cell); rerun the command to continue, finished runs are "
+        "skipped.",
+        "",
+    ]
 
 
 def _each(values: Any) -> str:
@@ -789,51 +831,92 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     from experiments.common.quiet_logs import LOG_FILE_NAME, install, worker_runtime_env
 
     args = parse_args(argv)
-    record = provenance(PROG, argv)
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    # The report names the command that trains its runs; one written with --report-only says so.
+    record = provenance(PROG, [argument for argument in arguments if argument != "--report-only"])
+    record["report_only"] = args.report_only
     output = Path(args.output or f"results/compare-{time.strftime('%Y%m%d-%H%M%S')}")
-    log_file = install(output / LOG_FILE_NAME)
+    log_file = None if args.report_only else install(output / LOG_FILE_NAME)
     jobs = [(env, arm, seed) for seed in range(args.seeds) for env in args.envs for arm in args.arms]
-    runs, ran, skipped = [], [], []
-    for index, (env, arm, seed) in enumerate(jobs, start=1):
+    # Every saved run is loaded (and its settings checked) before anything trains, so a mismatch is an error
+    # at once, not hours in, and each report covers every finished run.
+    finished: dict[int, dict[str, Any]] = {}
+    pending, skipped = [], []
+    for index, (env, arm, seed) in enumerate(jobs):
         run_of = run_settings(args, env, arm, seed)
-        config = workload_config(run_of, PROG)
+        config = None if args.report_only else workload_config(run_of, PROG)
         settings = saved_settings(run_of, config)
         path = run_path(output, env, arm, seed)
         run = load_finished(path, settings)
         if run is None:
-            start_ray(runtime_env=worker_runtime_env(log_file))
-            run = train_and_evaluate(run_of, config, settings, arm.label)
-            save_run(path, run)
-            ran.append(path)
+            pending.append((index, path, run_of, config, settings))
         else:
+            finished[index] = run
             skipped.append(path)
-        runs.append(run)
-        status = "done" if path in ran else "already done, skipped"
-        peak = run.get("peak_rss_gib")
-        memory = "peak RSS not measured" if peak is None else f"peak RSS {peak:.2f} GiB"
-        print(
-            f"[{index}/{len(jobs)}] {env} {arm.label} seed {seed}: peak {run['peak']:.3f}, "
-            f"final {run['final']:.3f} ({status}, {run['wall_s']:.0f} s, {memory})"
+            _print_run(index, jobs, run, "already done, skipped")
+    if args.report_only and not finished:
+        raise SystemExit(
+            f"{PROG}: --report-only found no finished run of this comparison in {output / 'runs'}; give the "
+            "--output and the options of the comparison that wrote it"
         )
+    ran = []
+    report = None
+    if not args.report_only:
+        for index, path, run_of, config, settings in pending:
+            start_ray(runtime_env=worker_runtime_env(log_file))
+            finished[index] = train_and_evaluate(run_of, config, settings, jobs[index][1].label)
+            save_run(path, finished[index])
+            ran.append(path)
+            _print_run(index, jobs, finished[index], "done")
+            report = write_report(args, output, jobs, finished, record)
+    text, table = report or write_report(args, output, jobs, finished, record)
+    print(text)
+    print(f"wrote {output / 'comparison.md'}, {output / 'results.json'} and the plots")
+    return {"output": output, "ran": ran, "skipped": skipped, "aggregate": table}
 
+
+def _print_run(index: int, jobs: list[tuple[str, Arm, int]], run: dict[str, Any], status: str) -> None:
+    env, arm, seed = jobs[index]
+    peak = run.get("peak_rss_gib")
+    memory = "peak RSS not measured" if peak is None else f"peak RSS {peak:.2f} GiB"
+    print(
+        f"[{index + 1}/{len(jobs)}] {env} {arm.label} seed {seed}: peak {run['peak']:.3f}, "
+        f"final {run['final']:.3f} ({status}, {run['wall_s']:.0f} s, {memory})"
+    )
+
+
+def write_report(
+    args: argparse.Namespace,
+    output: Path,
+    jobs: list[tuple[str, Arm, int]],
+    finished: dict[int, dict[str, Any]],
+    record: dict[str, Any],
+) -> tuple[str, dict[str, Any]]:
+    """``comparison.md``, the plots and ``results.json`` of the finished runs (``finished``: job index ->
+    run), headed by the runs still missing when some are; returns the report's text and the aggregate."""
+    output.mkdir(parents=True, exist_ok=True)
+    runs = [finished[index] for index in sorted(finished)]
+    missing = [jobs[index] for index in range(len(jobs)) if index not in finished]
     table = aggregate(runs, args.reference)
-    text = markdown(args, table, runs, record["command"])
+    text = markdown(args, table, runs, record["command"], missing=missing)
     (output / "comparison.md").write_text(text)
     names = {arm.label: arm.name for arm in args.arms}
-    plots = [*plot_curves(table, output, names), *learning_diagnostics.plot(runs, output, names)]
+    if runs:
+        plot_curves(table, output, names)
+        learning_diagnostics.plot(runs, output, names)
     results = {
         "provenance": record,
         "arms": [arm.label for arm in args.arms],
         "reference": args.reference,
         "envs": args.envs,
+        "planned_runs": len(jobs),
+        "missing": [{"env": env, "arm": arm.label, "seed": seed} for env, arm, seed in missing],
         "aggregate": table,
         "diagnostics": learning_diagnostics.diagnostics(runs),
         "runs": runs,
     }
     (output / "results.json").write_text(dumps(results, indent=1))
-    print(text)
-    print(f"wrote {output / 'comparison.md'}, {output / 'results.json'}, {', '.join(map(str, plots))}")
-    return {"output": output, "ran": ran, "skipped": skipped, "aggregate": table}
+    return text, table
 
 
 if __name__ == "__main__":

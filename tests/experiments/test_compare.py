@@ -344,3 +344,55 @@ def test_replay_modes_report_keeps_the_paper_table_and_shows_the_cost():
     assert "## Cost per mode" in text
     assert "| freshrl/FrozenLake-v0 | standard PER | 0.0 (0.0-0.0) | n/a |" in text  # saved before peak RSS
     assert "| freshrl/FrozenLake-v0 | FreshPER | 0.0 (0.0-0.0) | 3.00 (3.00-3.00) |" in text
+
+
+def test_an_interrupted_comparison_keeps_the_report_of_its_finished_runs(
+    tmp_path, tiny_workload, monkeypatch
+):
+    argv = ["--modes", "on_policy", "freshper", "--seeds", "1", "--iterations", "1", *tiny_workload]
+    argv += ["--output", str(tmp_path)]
+    trained = []
+
+    def train(run, config, settings, arm):  # the first run finishes, the second is interrupted
+        if trained:
+            raise KeyboardInterrupt
+        trained.append(arm)
+        return {**synthetic_run(arm, config.seed, [0.1, 0.3]), "settings": settings, "replay_mode": arm}
+
+    monkeypatch.setattr(compare, "start_ray", lambda **kwargs: None)
+    monkeypatch.setattr(compare, "train_and_evaluate", train)
+    with pytest.raises(KeyboardInterrupt):
+        compare.main(argv)
+    report = (tmp_path / "comparison.md").read_text()
+    partial = "**Partial: 1 of 2 runs finished.** Missing: FrozenLake-v0 freshper seed 0."
+    assert partial in report and "| freshrl/FrozenLake-v0 | 0.300 ± n/a (std 0.000, n=1) |" in report
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert results["planned_runs"] == 2 and len(results["runs"]) == 1
+    assert results["missing"] == [{"env": "freshrl/FrozenLake-v0", "arm": "freshper", "seed": 0}]
+
+    # The report of what is saved, training nothing; it names the command that trains the runs.
+    monkeypatch.setattr(compare, "train_and_evaluate", lambda *a: pytest.fail("--report-only trained"))
+    only = compare.main([*argv, "--report-only"])
+    assert only["ran"] == [] and [p.name for p in only["skipped"]] == ["FrozenLake-v0__on_policy__seed0.json"]
+    report = (tmp_path / "comparison.md").read_text()
+    assert partial in report and "--report-only" not in report
+    assert json.loads((tmp_path / "results.json").read_text())["provenance"]["report_only"] is True
+
+    # Resumed, the comparison trains only the missing run and its report is whole.
+    trained.clear()
+    monkeypatch.setattr(compare, "train_and_evaluate", train)
+    resumed = compare.main(argv)
+    assert trained == ["freshper"] and len(resumed["ran"]) == 1 and len(resumed["skipped"]) == 1
+    report = (tmp_path / "comparison.md").read_text()
+    assert "Partial" not in report and "| on-policy | peak | +0.000 |" in report
+    assert json.loads((tmp_path / "results.json").read_text())["missing"] == []
+
+
+def test_report_only_needs_the_runs_of_a_comparison(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        compare.parse_args(["--report-only"])
+    assert (
+        "--report-only reads the runs of an earlier comparison: give its --output" in capsys.readouterr().err
+    )
+    with pytest.raises(SystemExit, match="found no finished run of this comparison"):
+        compare.main(["--report-only", "--output", str(tmp_path)])
