@@ -61,6 +61,7 @@ import numpy as np
 
 from algorithms.replay import REPLAY_MODES
 from experiments.common import learning_diagnostics
+from experiments.common.freshper_paper import PAPER_TABLE_1, PAPER_TASK
 from experiments.common.peak_memory import SAMPLE_INTERVAL_S, PeakRss
 from experiments.common.ray_session import start_ray
 from experiments.common.replay_drift import drift
@@ -93,26 +94,6 @@ VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
 MODE_LABELS["freshper+backfill"] = "FreshPER + replay backfill"
 COMPARE_MODES = (*REPLAY_MODES, *VARIANTS)
 REFERENCE_MODE = "freshper"  # the replay mode every other one is tested against
-# FreshPER's Table 1 (peak performance; REINFORCE++ backbone), as the authors' repository reports it:
-# task -> (metric, on-policy, standard PER, FreshPER).
-PAPER_TABLE_1: dict[str, tuple[str, float, float, float]] = {
-    "NQ Search (LLM)": ("exact match", 0.508, 0.336, 0.742),
-    "AIME (LLM)": ("success", 0.205, 0.168, 0.242),
-    "Sokoban Simple (LLM)": ("score", 0.493, -0.907, 2.304),
-    "Sokoban Hard (LLM)": ("score", -0.842, -0.847, -0.512),
-    "FrozenLake (LLM)": ("success", 0.297, 0.281, 0.305),
-    "FrozenLake (VLM)": ("success", 0.270, 0.250, 0.630),
-    "GeoQA (VLM)": ("success", 0.475, 0.447, 0.481),
-}
-# The paper's task closest to each freshrl env.
-PAPER_TASK = {
-    "freshrl/NQSearch-v0": "NQ Search (LLM)",
-    "freshrl/Math-v0": "AIME (LLM)",
-    "freshrl/Sokoban-v0": "Sokoban Simple (LLM)",
-    "freshrl/SokobanHard-v0": "Sokoban Hard (LLM)",
-    "freshrl/FrozenLake-v0": "FrozenLake (LLM)",
-    "freshrl/FrozenLakeVision-v0": "FrozenLake (VLM)",
-}
 # Keys a comparison sets itself, so they cannot be arms: the option that sets them instead.
 NOT_ARMS = {"env": "--envs", "seed": "--seeds"}
 # A value's characters kept as they are in a run's file name; any other makes the name a slug plus a hash.

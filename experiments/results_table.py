@@ -1,12 +1,15 @@
-"""The README's per-env RL table, written from the results files: ``python -m experiments.results_table``.
+"""The README's per-env RL table and its replay table, written from the results files: ``python -m
+experiments.results_table``.
 
-Rewrites only the block between :data:`BEGIN` and :data:`END` in README.md (``--check``: exits 1, changing
-nothing, when the block differs from what the files give; tests/experiments/test_results_table.py runs it).
+Rewrites only the blocks between :data:`BEGIN` and :data:`END` and between :data:`REPLAY_BEGIN` and
+:data:`REPLAY_END` in README.md (``--check``: exits 1, changing nothing, when a block differs from what the
+files give; tests/experiments/test_results_table.py runs it).
 Every figure comes from a results file under docs/results/ (docs/results/README.md): the default job's
 ``default_job/summary.json``, the replay-mode comparison's ``compare-FrozenLake.json``, the tiny warm starts'
 ``tiny_warm_starts/results.json``, the SmolLM2 runs' ``smollm2_rl/results.json`` and the ecosystem envs'
-``experiments.evaluate --train`` reports (:data:`ECOSYSTEM`); the words (env, model, what the row shows, the
-links) are written here, one row each.
+``experiments.evaluate --train`` reports (:data:`ECOSYSTEM`), the comparisons over seeds
+(:data:`COMPARISONS`, :data:`REPLAY_STUDY`) and FreshPER's Table 1 (``experiments/common/freshper_paper.py``);
+the words (env, model, what the row shows, the links) are written here, one row each.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import json
 from typing import Any
 
 from algorithms.warm_start import WARM_START_STEPS
+from experiments.common.freshper_paper import PAPER_TABLE_1
 from experiments.common.results_json import REPOSITORY
 from experiments.common.significance import intervals_overlap, success_change
 
@@ -46,6 +50,37 @@ COMPARISONS: list[tuple[str, str]] = [
     ("FrozenLake", "compare/gigpo-FrozenLake-smollm2"),
     ("Sokoban", "compare/gigpo-Sokoban-smollm2"),
     ("Math", "compare/entropy-guard-Math-smollm2"),
+]
+
+REPLAY_BEGIN = (
+    "<!-- replay-table: written by python -m experiments.results_table from docs/results/; edit those -->"
+)
+REPLAY_END = "<!-- /replay-table -->"
+REPLAY_HEADER = [
+    "| task | source: model, measure | on-policy | standard PER | FreshPER | FreshPER, polynomial decay | "
+    "FreshPER minus on-policy; minus PER | details |",
+    "|---|---|---|---|---|---|---|---|",
+]
+REPLAY_MODES = ("on_policy", "per", "freshper", "freshper_poly")
+# The replay study, task by task of FreshPER's Table 1: (the paper's task, our env and model, our
+# experiments.compare results and report under docs/results, or why there are none).
+REPLAY_STUDY: list[tuple[str, str, str, str, str]] = [
+    (
+        "NQ Search (LLM)",
+        "NQSearch, SmolLM2 (15)",
+        "compare/replay-NQSearch-smollm2/results.json",
+        "compare/replay-NQSearch-smollm2/comparison.md",
+        "",
+    ),
+    (
+        "Sokoban Simple (LLM)",
+        "Sokoban, SmolLM2 (60)",
+        "",
+        "",
+        "not run: RL does not improve SmolLM2 on Sokoban (the table above): replay has nothing to speed up",
+    ),
+    ("FrozenLake (LLM)", "FrozenLake, tiny LM (400)", "compare-FrozenLake.json", "compare-FrozenLake.md", ""),
+    ("FrozenLake (VLM)", "FrozenLakeVision, tiny VLM (300)", "", "", "not run yet"),
 ]
 
 
@@ -260,19 +295,100 @@ def rows() -> list[list[str]]:
     return table_rows
 
 
+def replay_rows() -> list[list[str]]:
+    """FreshPER's Table 1 and ours, task by task: the paper's peak figures, then our peak and final
+    validation success per replay mode (means over seeds with 95% t intervals) with Welch's test of FreshPER
+    against on-policy and against PER, or why the task is not measured."""
+    table_rows = []
+    for task, ours, results_file, report, not_run in REPLAY_STUDY:
+        metric, *paper = PAPER_TABLE_1[task]
+        on_policy, per, fresh = paper
+        table_rows.append(
+            [
+                task,
+                f"FreshPER paper: Qwen2.5-class, REINFORCE++; {metric}, peak",
+                *(f"{value:.3f}" for value in paper),
+                "-",
+                f"{fresh - on_policy:+.3f}; {fresh - per:+.3f} (no spread published)",
+                "FreshPER paper, Table 1",
+            ]
+        )
+        if not results_file:
+            table_rows.append([task, f"freshrl: {ours}", not_run, "", "", "", "", ""])
+            continue
+        results = load(results_file)
+        (cells,) = results["aggregate"].values()
+        seeds = sorted({len(cell["seeds"]) for cell in cells.values()})
+        counted = f"{seeds[0]} seeds" if len(seeds) == 1 else f"{seeds[0]}-{seeds[-1]} seeds per mode"
+        missing = results.get("missing", [])
+        if missing:
+            done = results["planned_runs"] - len(missing)
+            counted += f", partial: {done} of {results['planned_runs']} runs"
+        for key in ("peak", "final"):
+            table_rows.append(
+                [
+                    task,
+                    f"freshrl: {ours}, {counted}; validation success, {key}",
+                    *(_over_seeds_cell(cells.get(mode, {}).get(key), seeds[-1]) for mode in REPLAY_MODES),
+                    "; ".join(_welch(cells, key, other) for other in ("on_policy", "per")),
+                    f"[comparison](docs/results/{report})",
+                ]
+            )
+    return table_rows
+
+
+def _over_seeds_cell(figure: dict[str, Any] | None, seeds: int) -> str:
+    """``0.656 ± 0.051`` (and its seeds where fewer than the most any mode has); empty when not run."""
+    if figure is None:
+        return ""
+    half = "" if figure.get("ci95") is None else f" ± {figure['ci95']:.3f}"
+    fewer = f" (n={figure['n']})" if figure["n"] < seeds else ""
+    return f"{figure['mean']:.3f}{half}{fewer}"
+
+
+def _welch(cells: dict[str, Any], key: str, other: str) -> str:
+    """FreshPER minus ``other`` on ``key`` with Welch's p over seeds (from the means, stds and seeds)."""
+    from scipy import stats
+
+    if "freshper" not in cells or other not in cells:
+        return "n/a"
+    fresh, them = cells["freshper"][key], cells[other][key]
+    difference = f"{fresh['mean'] - them['mean']:+.3f}"
+    if min(fresh["n"], them["n"]) < 2:
+        return f"{difference} (p n/a, one seed)"
+    test = stats.ttest_ind_from_stats(
+        fresh["mean"], fresh["std"], fresh["n"], them["mean"], them["std"], them["n"], equal_var=False
+    )
+    p_value = 1.0 if test.pvalue != test.pvalue else test.pvalue  # NaN: no spread and no difference
+    return f"{difference} (Welch p = {p_value:.2g})"
+
+
 def table() -> str:
-    """The block as README.md holds it, the markers included."""
+    """The per-env block as README.md holds it, the markers included."""
     lines = [BEGIN, *HEADER, *("| " + " | ".join(row) + " |" for row in rows()), END]
     return "\n".join(lines)
 
 
+def replay_table() -> str:
+    """The replay block as README.md holds it, the markers included."""
+    lines = [
+        REPLAY_BEGIN,
+        *REPLAY_HEADER,
+        *("| " + " | ".join(row) + " |" for row in replay_rows()),
+        REPLAY_END,
+    ]
+    return "\n".join(lines)
+
+
 def with_table(readme: str) -> str:
-    """``readme`` with the block between the markers replaced by :func:`table`. ValueError when the
-    markers are not there once each, in order."""
-    start, end = readme.find(BEGIN), readme.find(END)
-    if readme.count(BEGIN) != 1 or readme.count(END) != 1 or end < start:
-        raise ValueError(f"README.md must hold the lines {BEGIN!r} and {END!r} once each, in that order")
-    return readme[:start] + table() + readme[end + len(END) :]
+    """``readme`` with the blocks between the markers replaced by :func:`table` and :func:`replay_table`.
+    ValueError when a block's markers are not there once each, in order."""
+    for begin, end, block in ((BEGIN, END, table), (REPLAY_BEGIN, REPLAY_END, replay_table)):
+        start, stop = readme.find(begin), readme.find(end)
+        if readme.count(begin) != 1 or readme.count(end) != 1 or stop < start:
+            raise ValueError(f"README.md must hold the lines {begin!r} and {end!r} once each, in that order")
+        readme = readme[:start] + block() + readme[stop + len(end) :]
+    return readme
 
 
 def main(argv: list[str] | None = None) -> int:

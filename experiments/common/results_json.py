@@ -83,12 +83,19 @@ def provenance(prog: str, argv: Sequence[str] | None, config: DAPOConfig | None 
     return record
 
 
+# Where runs write what they make: a change there is output, not code, so it does not make a tree dirty (a
+# comparison resumed in its committed folder appends to its own tracked run.log).
+OUTPUTS = "docs/results"
+
+
 def git_state(root: Path = REPOSITORY) -> tuple[str | None, bool | None]:
-    """The commit checked out at ``root`` and whether tracked files differ from it; (None, None) outside a
-    git checkout or without git."""
+    """The commit checked out at ``root`` and whether tracked files outside :data:`OUTPUTS` differ from it;
+    (None, None) outside a git checkout or without git."""
     try:
         head = git_output(root, "rev-parse", "HEAD")
-        status = git_output(root, "status", "--porcelain", "--untracked-files=no")
+        status = git_output(
+            root, "status", "--porcelain", "--untracked-files=no", "--", ".", f":(exclude){OUTPUTS}"
+        )
     except (OSError, subprocess.SubprocessError):
         return None, None
     return head.strip(), bool(status.strip())

@@ -6,7 +6,7 @@ import os
 import re
 import subprocess
 
-from experiments.common.results_json import REPOSITORY, provenance, value_at
+from experiments.common.results_json import REPOSITORY, git_state, provenance, value_at
 
 
 def test_provenance_records_the_command_commit_date_and_machine():
@@ -32,3 +32,20 @@ def test_value_at_follows_dotted_keys_into_dicts_and_lists():
         assert "'Math'" in str(error)
     else:
         raise AssertionError("a missing key must raise")
+
+
+def test_a_run_writing_its_own_results_does_not_make_the_tree_dirty(tmp_path):
+    def git(*arguments):
+        subprocess.run(["git", "-C", str(tmp_path), *arguments], check=True, capture_output=True)
+
+    (tmp_path / "docs" / "results" / "compare").mkdir(parents=True)
+    (tmp_path / "docs" / "results" / "compare" / "run.log").write_text("first run\n")
+    (tmp_path / "train.py").write_text("lr = 2e-5\n")
+    git("init", "-q")
+    git("add", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "runs")
+    assert git_state(tmp_path)[1] is False
+    (tmp_path / "docs" / "results" / "compare" / "run.log").write_text("first run\nresumed\n")
+    assert git_state(tmp_path)[1] is False  # a resumed comparison appending to its tracked log
+    (tmp_path / "train.py").write_text("lr = 1e-4\n")
+    assert git_state(tmp_path)[1] is True  # code

@@ -1,0 +1,28 @@
+"""FreshPER's Table 1, the figures our replay comparisons are set beside.
+
+Peak performance of on-policy training, standard PER and FreshPER with a REINFORCE++ backbone on
+Qwen2.5-class LLMs and VLMs (0.5B-7B), as the authors' public repository reports it; the paper reports score
+(return) for Sokoban and exact match for NQ Search, success elsewhere.
+"""
+
+from __future__ import annotations
+
+# task -> (metric, on-policy, standard PER, FreshPER)
+PAPER_TABLE_1: dict[str, tuple[str, float, float, float]] = {
+    "NQ Search (LLM)": ("exact match", 0.508, 0.336, 0.742),
+    "AIME (LLM)": ("success", 0.205, 0.168, 0.242),
+    "Sokoban Simple (LLM)": ("score", 0.493, -0.907, 2.304),
+    "Sokoban Hard (LLM)": ("score", -0.842, -0.847, -0.512),
+    "FrozenLake (LLM)": ("success", 0.297, 0.281, 0.305),
+    "FrozenLake (VLM)": ("success", 0.270, 0.250, 0.630),
+    "GeoQA (VLM)": ("success", 0.475, 0.447, 0.481),
+}
+# The paper's task closest to each freshrl env.
+PAPER_TASK = {
+    "freshrl/NQSearch-v0": "NQ Search (LLM)",
+    "freshrl/Math-v0": "AIME (LLM)",
+    "freshrl/Sokoban-v0": "Sokoban Simple (LLM)",
+    "freshrl/SokobanHard-v0": "Sokoban Hard (LLM)",
+    "freshrl/FrozenLake-v0": "FrozenLake (LLM)",
+    "freshrl/FrozenLakeVision-v0": "FrozenLake (VLM)",
+}
