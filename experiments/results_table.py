@@ -320,6 +320,9 @@ def replay_rows() -> list[list[str]]:
         (cells,) = results["aggregate"].values()
         seeds = sorted({len(cell["seeds"]) for cell in cells.values()})
         counted = f"{seeds[0]} seeds" if len(seeds) == 1 else f"{seeds[0]}-{seeds[-1]} seeds per mode"
+        # Every mode starts from the same model; its success before training, over every run.
+        runs = sum(len(cell["seeds"]) for cell in cells.values())
+        start = sum(cell["initial"]["mean"] * len(cell["seeds"]) for cell in cells.values()) / runs
         missing = results.get("missing", [])
         if missing:
             done = results["planned_runs"] - len(missing)
@@ -328,7 +331,7 @@ def replay_rows() -> list[list[str]]:
             table_rows.append(
                 [
                     task,
-                    f"freshrl: {ours}, {counted}; validation success, {key}",
+                    f"freshrl: {ours}, {counted}; validation success from {start:.3f}, {key}",
                     *(_over_seeds_cell(cells.get(mode, {}).get(key), seeds[-1]) for mode in REPLAY_MODES),
                     "; ".join(_welch(cells, key, other) for other in ("on_policy", "per")),
                     f"[comparison](docs/results/{report})",

@@ -119,3 +119,46 @@ def test_each_comparison_s_rows_sit_with_its_env_s_other_rows():
     for name, folder in results_table.COMPARISONS:
         arms = results_table.load(f"{folder}/results.json")["aggregate"]
         assert names.count(name) > len(next(iter(arms.values())))  # the arms come beside the env's own rows
+
+
+def test_the_replay_markers_must_be_there_too():
+    readme = results_table.README.read_text()
+    without = readme.replace(results_table.REPLAY_BEGIN, "")
+    with pytest.raises(ValueError, match="replay-table"):
+        results_table.with_table(without)
+
+
+def test_the_replay_table_sets_each_comparison_beside_the_paper_s_row(tmp_path, monkeypatch):
+    from experiments import compare
+
+    copy = tmp_path / "results"
+    shutil.copytree(results_table.RESULTS, copy)
+
+    def run(mode, seed, peak):
+        curve = [{"iteration": 0, "success": 0.5}, {"iteration": 15, "success": peak}]
+        return {"env": "freshrl/NQSearch-v0", "arm": mode, "seed": seed, "initial": 0.5, "peak": peak,
+                "final": peak - 0.1, "curve": curve}  # fmt: skip
+
+    peaks = {"on_policy": [0.6, 0.7], "per": [0.6, 0.6], "freshper": [0.8, 0.9], "freshper_poly": [0.7]}
+    runs = [run(mode, seed, peak) for mode, values in peaks.items() for seed, peak in enumerate(values)]
+    results = {
+        "aggregate": compare.aggregate(runs, "freshper"),
+        "planned_runs": 8,
+        "missing": [{"env": "freshrl/NQSearch-v0", "arm": "freshper_poly", "seed": 1}],
+    }
+    (copy / "compare" / "replay-NQSearch-smollm2" / "results.json").write_text(json.dumps(results))
+    monkeypatch.setattr(results_table, "RESULTS", copy)
+    rows = [row for row in results_table.replay_rows() if row[0] == "NQ Search (LLM)"]
+    paper, peak, final = rows
+    assert paper[2:7] == ["0.508", "0.336", "0.742", "-", "+0.234; +0.406 (no spread published)"]
+    assert peak[1] == (
+        "freshrl: NQSearch, SmolLM2 (15), 1-2 seeds per mode, partial: 7 of 8 runs; validation success from "
+        "0.500, peak"
+    )
+    # FreshPER 0.85 +- 12.706 x 0.0707 / sqrt(2) over its 2 seeds; the polynomial mode ran 1 seed of 2.
+    assert peak[2:6] == ["0.650 ± 0.635", "0.600 ± 0.000", "0.850 ± 0.635", "0.700 (n=1)"]
+    # Welch against on-policy: t = 0.2 / 0.0707 = 2.83 on 2 degrees of freedom; PER has no spread.
+    assert peak[6] == "+0.200 (Welch p = 0.11); +0.250 (Welch p = 0.13)"
+    assert final[1].endswith(", final") and final[4] == "0.750 ± 0.635"
+    sokoban = [row for row in results_table.replay_rows() if row[0] == "Sokoban Simple (LLM)"]
+    assert sokoban[1][2].startswith("not run: ")
