@@ -77,7 +77,6 @@ WARM_START_STEPS: dict[str, int] = {
 }
 
 
-
 @dataclass(frozen=True)
 class WarmStartRecipe:
     """A base model's warm start: AdamW learning rate, demonstrations per step, and optimizer steps (per env

@@ -615,8 +615,10 @@ def _tools(env, make, kwargs, options) -> None:
         if info["action_valid"] or "tool_call" in info:
             raise _Failed(f"{where}: the call was accepted; it must be an invalid response")
         if named not in _text(observation):
-            raise _Failed(f"{where}: the observation should say what was wrong ({named!r}); got "
-                          f"{_text(observation)[:200]!r}")
+            raise _Failed(
+                f"{where}: the observation should say what was wrong ({named!r}); got "
+                f"{_text(observation)[:200]!r}"
+            )
     return None
 
 

@@ -252,7 +252,7 @@ class ChatRenderer:
         if not (after.startswith(before) and before.endswith(f"{IM_END}\n")) or CONTENT_MARKER not in after:
             raise ValueError(
                 "ChatRenderer appends a tool message after the assistant's <|im_end|>; this chat template "
-                f"renders it as {after[len(before):]!r:.160}"
+                f"renders it as {after[len(before) :]!r:.160}"
             )
         return after[len(before) :]
 

@@ -34,6 +34,7 @@ def micro_batch_order(trajectory: Trajectory) -> tuple[int, int]:
     tokens from 36% of those the model ran to 21% (docs/performance.md, "A SmolLM2 FrozenLake iteration")."""
     return trajectory.group_id, len(trajectory.token_ids)
 
+
 class DAPOTorchLearner(TorchLearner):
     def build(self) -> None:
         super().build()

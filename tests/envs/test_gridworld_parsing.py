@@ -59,8 +59,29 @@ def test_formatting_round_trips():
 
 
 _FRAGMENTS = st.sampled_from(
-    ["<answer>", "</answer>", "<ANSWER>", "Up", "down", "LEFT", "Right", ",", " ", "\n", "\r\n", "\x00", "x",
-     "upward", "</answer", "<answer", "3", "\u00e9", "\U0001f600", "\t", "<answer></answer>"]
+    [
+        "<answer>",
+        "</answer>",
+        "<ANSWER>",
+        "Up",
+        "down",
+        "LEFT",
+        "Right",
+        ",",
+        " ",
+        "\n",
+        "\r\n",
+        "\x00",
+        "x",
+        "upward",
+        "</answer",
+        "<answer",
+        "3",
+        "\u00e9",
+        "\U0001f600",
+        "\t",
+        "<answer></answer>",
+    ]
 )
 RESPONSES = st.one_of(st.text(max_size=300), st.lists(_FRAGMENTS, max_size=30).map("".join))
 

@@ -116,7 +116,10 @@ def test_building_the_first_engine_keeps_no_caller_frame_alive(lm_path: Path):
     """vLLM stores an optional backend's ImportError; its traceback would keep the frames of whoever first
     imported vLLM (drop_stored_import_tracebacks). Run in a fresh process, where that import is in build()."""
     out = subprocess.run(
-        [sys.executable, "-c", FRAME_CHECK, str(lm_path)], capture_output=True, text=True, timeout=600,
+        [sys.executable, "-c", FRAME_CHECK, str(lm_path)],
+        capture_output=True,
+        text=True,
+        timeout=600,
         cwd=Path(__file__).resolve().parents[2],
     )
     assert out.returncode == 0, out.stderr[-2000:]

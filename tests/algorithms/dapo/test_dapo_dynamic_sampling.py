@@ -43,8 +43,14 @@ def test_all_equal_groups_are_dropped():
     groups, stats = sampler.collect(gen)
     assert groups == [MIXED[0], MIXED[1], MIXED[2]]
     assert stats == DynamicSamplingStats(
-        groups_sampled=7, groups_kept=3, groups_dropped=4, generation_batches=2, budget_exhausted=False,
-        surplus_groups=0, groups_from_surplus=0, groups_returned=3,
+        groups_sampled=7,
+        groups_kept=3,
+        groups_dropped=4,
+        generation_batches=2,
+        budget_exhausted=False,
+        surplus_groups=0,
+        groups_from_surplus=0,
+        groups_returned=3,
     )
     assert gen.requests == [3, 3]
 
@@ -146,11 +152,14 @@ def test_non_finite_metric_raises():
         sampler.collect(Batches([(1.0, float("nan"))]))
 
 
-@pytest.mark.parametrize("kwargs", [
-    {"target_groups": 0, "max_generation_batches": 1, "metric": rewards},
-    {"target_groups": 1, "max_generation_batches": 0, "metric": rewards},
-    {"target_groups": 1, "max_generation_batches": 1},
-])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"target_groups": 0, "max_generation_batches": 1, "metric": rewards},
+        {"target_groups": 1, "max_generation_batches": 0, "metric": rewards},
+        {"target_groups": 1, "max_generation_batches": 1},
+    ],
+)
 def test_invalid_arguments_raise(kwargs):
     with pytest.raises(ValueError):
         DynamicSampler(**kwargs)

@@ -130,28 +130,53 @@ def random_step(seed, n_rows=7, n_cols=11, token_adv=False):
     return logp, logp_old, adv, mask, weights, logp_ref
 
 
-def run_torch(logp, logp_old, adv, mask, cfg, weights=None, logp_ref=None, dtype=torch.float64,
-              logp_sampler=None):
-    t = {k: torch.tensor(v, dtype=dtype) for k, v in
-         (("logp_old", logp_old), ("adv", adv), ("w", weights), ("ref", logp_ref), ("sampler", logp_sampler))
-         if v is not None}
+def run_torch(
+    logp, logp_old, adv, mask, cfg, weights=None, logp_ref=None, dtype=torch.float64, logp_sampler=None
+):
+    t = {
+        k: torch.tensor(v, dtype=dtype)
+        for k, v in (
+            ("logp_old", logp_old),
+            ("adv", adv),
+            ("w", weights),
+            ("ref", logp_ref),
+            ("sampler", logp_sampler),
+        )
+        if v is not None
+    }
     logp_t = torch.tensor(logp, dtype=dtype, requires_grad=True)
     mask_t = torch.tensor(mask)
     norm = loss_normalizer([mask_t], cfg.loss_agg_mode, cfg.max_response_tokens)
-    loss, metrics = policy_loss(logp_t, t["logp_old"], t["adv"], mask_t, normalizer=norm, cfg=cfg,
-                                weights=t.get("w"), logp_ref=t.get("ref"), logp_sampler=t.get("sampler"))
+    loss, metrics = policy_loss(
+        logp_t,
+        t["logp_old"],
+        t["adv"],
+        mask_t,
+        normalizer=norm,
+        cfg=cfg,
+        weights=t.get("w"),
+        logp_ref=t.get("ref"),
+        logp_sampler=t.get("sampler"),
+    )
     loss.backward()
     return loss, logp_t.grad, metrics
 
 
-CASES = list(itertools.product(
-    LOSS_AGG_MODES, (None, 3.0, 1.5), (False, True), ("none", "ref-only", "kl"), (False, True)))
+CASES = list(
+    itertools.product(
+        LOSS_AGG_MODES, (None, 3.0, 1.5), (False, True), ("none", "ref-only", "kl"), (False, True)
+    )
+)
 
 
 @pytest.mark.parametrize(("mode", "dual_c", "weighted", "kl", "token_adv"), CASES)
 def test_loss_grad_and_metrics_match_reference(mode, dual_c, weighted, kl, token_adv):
-    cfg = loss_config(dual_clip_c=dual_c, loss_agg_mode=mode, kl_coef=0.1 if kl == "kl" else 0.0,
-                     max_response_tokens=(16 if weighted else 11) if mode.endswith("norm") else None)
+    cfg = loss_config(
+        dual_clip_c=dual_c,
+        loss_agg_mode=mode,
+        kl_coef=0.1 if kl == "kl" else 0.0,
+        max_response_tokens=(16 if weighted else 11) if mode.endswith("norm") else None,
+    )
     for seed in range(3):
         logp, logp_old, adv, mask, weights, logp_ref = random_step(seed, token_adv=token_adv)
         w = weights if weighted else None
@@ -184,17 +209,24 @@ TIS_CASES = list(itertools.product(LOSS_AGG_MODES, (None, 3.0), (False, True), (
 @pytest.mark.parametrize(("mode", "dual_c", "kl", "token_adv", "cap"), TIS_CASES)
 def test_mismatch_weight_matches_reference(mode, dual_c, kl, token_adv, cap):
     """Truncated IS: ratio against the learner's pi_old, each token's PG loss times min(pi_old/pi_vllm, C)."""
-    cfg = loss_config(dual_clip_c=dual_c, loss_agg_mode=mode, kl_coef=0.1 if kl else 0.0, tis_cap=cap,
-                     max_response_tokens=16 if mode.endswith("norm") else None)
+    cfg = loss_config(
+        dual_clip_c=dual_c,
+        loss_agg_mode=mode,
+        kl_coef=0.1 if kl else 0.0,
+        tis_cap=cap,
+        max_response_tokens=16 if mode.endswith("norm") else None,
+    )
     for seed in range(3):
         logp, logp_old, adv, mask, weights, logp_ref = random_step(seed, token_adv=token_adv)
         logp_sampler = sampler_logprobs(seed, logp_old, mask)
         ref = logp_ref if kl else None
-        want_loss, want_grad, want_metrics = reference_loss(logp, logp_old, adv, mask, cfg, weights, ref,
-                                                            logp_sampler)
+        want_loss, want_grad, want_metrics = reference_loss(
+            logp, logp_old, adv, mask, cfg, weights, ref, logp_sampler
+        )
         assert want_metrics["tis_clip_frac"] > 0 and want_metrics["mismatch_ratio_min"] < 1.0
-        loss, grad, metrics = run_torch(logp, logp_old, adv, mask, cfg, weights, ref,
-                                        logp_sampler=logp_sampler)
+        loss, grad, metrics = run_torch(
+            logp, logp_old, adv, mask, cfg, weights, ref, logp_sampler=logp_sampler
+        )
         assert torch.isfinite(loss) and torch.isfinite(grad).all()
         assert loss.item() == pytest.approx(want_loss, rel=1e-12, abs=1e-14)
         np.testing.assert_allclose(grad.numpy(), want_grad, rtol=1e-12, atol=1e-15)
@@ -252,8 +284,15 @@ def boundary_step(log_ratios, adv):
 def test_ratios_at_and_around_clip_boundaries(adv, dual_c):
     cfg = loss_config(dual_clip_c=dual_c)
     d = 1e-9  # decisively on one side of each bound; the exact bounds are the next test's job
-    log_ratios = [math.log(0.8) - d, math.log(0.8) + d, 0.0, math.log(1.28) - d, math.log(1.28) + d,
-                  math.log(3.0) - d, math.log(3.0) + d]
+    log_ratios = [
+        math.log(0.8) - d,
+        math.log(0.8) + d,
+        0.0,
+        math.log(1.28) - d,
+        math.log(1.28) + d,
+        math.log(3.0) - d,
+        math.log(3.0) + d,
+    ]
     step = boundary_step(log_ratios, adv)
     want_loss, want_grad, want_metrics = reference_loss(*step, cfg)
     loss, grad, metrics = run_torch(*step, cfg)
@@ -331,8 +370,16 @@ def test_empty_micro_batch_gives_zero_loss_and_neutral_metrics():
     logp = torch.full((2, 3), float("nan"), dtype=torch.float64, requires_grad=True)
     mask = torch.zeros(2, 3, dtype=torch.bool)
     cfg = loss_config(kl_coef=0.1, loss_agg_mode="seq-mean-token-mean")
-    loss, m = policy_loss(logp, logp.detach(), torch.ones(2), mask, normalizer=4.0, cfg=cfg,
-                          weights=torch.full((2,), float("nan")), logp_ref=logp.detach())
+    loss, m = policy_loss(
+        logp,
+        logp.detach(),
+        torch.ones(2),
+        mask,
+        normalizer=4.0,
+        cfg=cfg,
+        weights=torch.full((2,), float("nan")),
+        logp_ref=logp.detach(),
+    )
     loss.backward()
     assert loss.item() == 0.0 and (logp.grad == 0).all()
     assert m["ratio_min"].item() == m["ratio_max"].item() == m["ratio_mean"].item() == 1.0
@@ -389,16 +436,25 @@ def test_gradient_accumulation_is_split_invariant(mode, max_tokens):
         norm = loss_normalizer([mask[p, :w] for p, w in zip(parts, widths, strict=True)], mode, max_tokens)
         total = 0.0
         for p, w in zip(parts, widths, strict=True):
-            loss, _ = policy_loss(logp[p, :w], logp_old[p, :w], adv[p], mask[p, :w], normalizer=norm, cfg=cfg,
-                                  weights=weights[p], logp_ref=logp_ref[p, :w])
+            loss, _ = policy_loss(
+                logp[p, :w],
+                logp_old[p, :w],
+                adv[p],
+                mask[p, :w],
+                normalizer=norm,
+                cfg=cfg,
+                weights=weights[p],
+                logp_ref=logp_ref[p, :w],
+            )
             loss.backward()
             total += loss.item()
         results.append((total, logp.grad.clone()))
     for total, grad in results[1:]:
         assert total == pytest.approx(results[0][0], rel=1e-12)
         torch.testing.assert_close(grad, results[0][1], rtol=1e-12, atol=1e-15)
-    want_loss, want_grad, _ = reference_loss(logp_all.numpy(), logp_old.numpy(), adv.numpy(), mask.numpy(),
-                                             cfg, weights.numpy(), logp_ref.numpy())
+    want_loss, want_grad, _ = reference_loss(
+        logp_all.numpy(), logp_old.numpy(), adv.numpy(), mask.numpy(), cfg, weights.numpy(), logp_ref.numpy()
+    )
     assert results[0][0] == pytest.approx(want_loss, rel=1e-12)
     np.testing.assert_allclose(results[0][1].numpy(), want_grad, rtol=1e-12, atol=1e-15)
 
@@ -412,8 +468,9 @@ def test_per_micro_batch_normalizer_would_change_the_gradient():
     cfg = loss_config()
     for rows in (slice(0, 1), slice(1, 2)):
         local = loss_normalizer([mask[rows]], cfg.loss_agg_mode)
-        loss, _ = policy_loss(logp[rows], logp[rows].detach(), adv[rows], mask[rows], normalizer=local,
-                              cfg=cfg)
+        loss, _ = policy_loss(
+            logp[rows], logp[rows].detach(), adv[rows], mask[rows], normalizer=local, cfg=cfg
+        )
         loss.backward()
     grad_local = logp.grad.clone()
     logp.grad = None
@@ -439,9 +496,19 @@ def test_loss_normalizer_values():
         loss_normalizer([m1], "token-sum")
 
 
-@pytest.mark.parametrize("kwargs", [
-    {"eps_low": 1.0}, {"eps_low": -0.1}, {"eps_high": -0.01}, {"dual_clip_c": 1.0},
-    {"loss_agg_mode": "seq-mean-token-sum"}, {"kl_coef": -1.0}, {"max_response_tokens": 0}, {"tis_cap": 0.5}])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"eps_low": 1.0},
+        {"eps_low": -0.1},
+        {"eps_high": -0.01},
+        {"dual_clip_c": 1.0},
+        {"loss_agg_mode": "seq-mean-token-sum"},
+        {"kl_coef": -1.0},
+        {"max_response_tokens": 0},
+        {"tis_cap": 0.5},
+    ],
+)
 def test_bad_loss_settings_are_rejected_by_dapo_configs_validator(kwargs):
     from algorithms.dapo import DAPOConfig
 
