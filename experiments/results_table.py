@@ -18,6 +18,7 @@ import argparse
 import json
 from typing import Any
 
+from algorithms.replay import REPLAY_MODES
 from algorithms.warm_start import WARM_START_STEPS
 from experiments.common.freshper_paper import PAPER_TABLE_1
 from experiments.common.results_json import REPOSITORY
@@ -61,7 +62,6 @@ REPLAY_HEADER = [
     "FreshPER minus on-policy; minus PER | details |",
     "|---|---|---|---|---|---|---|---|",
 ]
-REPLAY_MODES = ("on_policy", "per", "freshper", "freshper_poly")
 # The replay study, task by task of FreshPER's Table 1: (the paper's task, our env and model, our
 # experiments.compare results and report under docs/results, or why there are none).
 REPLAY_STUDY: list[tuple[str, str, str, str, str]] = [
