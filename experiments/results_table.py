@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 from typing import Any
 
 from algorithms.replay import REPLAY_MODES
@@ -81,6 +82,16 @@ REPLAY_STUDY: list[tuple[str, str, str, str, str]] = [
     ),
     ("FrozenLake (LLM)", "FrozenLake, tiny LM (400)", "compare-FrozenLake.json", "compare-FrozenLake.md", ""),
     ("FrozenLake (VLM)", "FrozenLakeVision, tiny VLM (300)", "", "", "not run yet"),
+]
+# The tau sweeps of the replay study: (the paper's task, our env and model, the experiments.sweep folder under
+# docs/results whose summary.json gives the grid points). docs/replay.md#sweeping-tau has the command.
+TAU_SWEEPS: list[tuple[str, str, str]] = [
+    ("NQ Search (LLM)", "NQSearch, SmolLM2 (15)", "sweeps/tau-NQSearch-smollm2"),
+]
+SWEEP_HEADER = [
+    "| task | freshrl: model | tau | eps_high | seeds | final validation success | peak validation success "
+    "| minutes per trial | details |",
+    "|---|---|---|---|---|---|---|---|---|",
 ]
 
 
@@ -340,6 +351,44 @@ def replay_rows() -> list[list[str]]:
     return table_rows
 
 
+def sweep_rows() -> list[list[str]]:
+    """Each tau sweep's grid points (mean over seeds with the 95% t interval, the best point in bold) from
+    its ``summary.json``, or a row saying it is not run yet."""
+    from experiments.common.sweep_points import tau_label
+
+    table_rows = []
+    for task, ours, folder in TAU_SWEEPS:
+        summary_file = RESULTS / folder / "summary.json"
+        if not summary_file.exists():
+            table_rows.append([task, ours, "not run yet", "", "", "", "", "", ""])
+            continue
+        summary = load(f"{folder}/summary.json")
+        model = ours
+        if summary.get("missing"):
+            done = summary["planned_trials"] - len(summary["missing"])
+            model += f", partial: {done} of {summary['planned_trials']} trials"
+        best = summary.get("best_point")
+        for point in summary["points"]:
+            # summary.json writes tau = inf (no decay) as null: strict JSON has no infinity.
+            tau = tau_label(math.inf if point["tau"] is None else float(point["tau"]))
+            marked = f"**{tau} (best)**" if point == best else tau
+            minutes = point.get("minutes_per_trial")
+            table_rows.append(
+                [
+                    task,
+                    model,
+                    marked,
+                    f"{point['eps_high']:g}",
+                    str(len(point["seeds"])),
+                    _over_seeds_cell(point["final"], len(point["seeds"])),
+                    _over_seeds_cell(point["peak"], len(point["seeds"])),
+                    "n/a" if minutes is None or minutes != minutes else f"{minutes:.1f}",
+                    f"[sweep](docs/results/{folder}/summary.md)",
+                ]
+            )
+    return table_rows
+
+
 def _over_seeds_cell(figure: dict[str, Any] | None, seeds: int) -> str:
     """``0.656 ± 0.051`` (and its seeds where fewer than the most any mode has); empty when not run."""
     if figure is None:
@@ -378,6 +427,12 @@ def replay_table() -> str:
         REPLAY_BEGIN,
         *REPLAY_HEADER,
         *("| " + " | ".join(row) + " |" for row in replay_rows()),
+        "",
+        "The tau sweeps (`experiments.sweep`; held-out success after the last iteration, mean over seeds "
+        "± 95% t interval; tau `no decay` is PER's priorities):",
+        "",
+        *SWEEP_HEADER,
+        *("| " + " | ".join(row) + " |" for row in sweep_rows()),
         REPLAY_END,
     ]
     return "\n".join(lines)

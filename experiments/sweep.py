@@ -32,7 +32,11 @@ against tau, one line per eps_high (experiments/common/sweep_points.py). ``tenso
 ``--resume --name <name>`` continues an interrupted sweep with Tune's own restore: finished trials are kept,
 unfinished ones continue from their latest checkpoint (trials checkpoint after every iteration), errored ones
 start again. Tune keeps the original search space and stopping rule; give the same options as the first
-command so that the summary's header describes it.
+command so that the summary's header describes it. ``--report-only --name <name>`` (the same options again)
+writes the summary of a stopped sweep from Tune's folder without training: a summary with fewer finished
+trials than the grid plans is headed "Partial: k of n trials finished" and names the missing ones
+(``summary.json``: ``planned_trials``, ``missing``); only finished trials count in the grid points. Each
+trial's wall time is in the summary (minutes per trial, and per point).
 
 The trainable is plain ``DAPO``; ``tune.Tuner(DAPO, param_space=config)`` works with any DAPOConfig.
 """
@@ -43,7 +47,9 @@ import argparse
 import dataclasses
 import importlib.util
 import math
+import sys
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -133,10 +139,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         action="store_true",
         help="continue the interrupted sweep --name (same options as the first command)",
     )
+    parser.add_argument(
+        "--report-only",
+        action="store_true",
+        help="write the summary of the sweep --name from its finished trials, training nothing",
+    )
     add_workload_args(parser)
     args = parser.parse_args(argv)
-    if args.resume and not args.name:
-        parser.error("--resume needs the --name of the sweep to continue")
+    for flag, wanted in (("--resume", args.resume), ("--report-only", args.report_only)):
+        if wanted and not args.name:
+            parser.error(f"{flag} needs the --name of an earlier sweep")
+    if args.resume and args.report_only:
+        parser.error("--resume trains and then writes the summary; --report-only writes it without training")
     if args.seeds < 1:
         parser.error(f"--seeds must be >= 1, got {args.seeds}")
     if args.seeds > 1 and args.search_alg != "grid":
@@ -164,10 +178,9 @@ def search_space(args: argparse.Namespace) -> tuple[DAPOConfig, Any, int]:
     from ray import tune
 
     config = workload_config(args.run, PROG).callbacks(CarryEvaluation)
-    taus = args.tau
-    if config.replay_mode not in TAU_MODES and len(taus) > 1:
+    taus = swept_taus(args)
+    if len(taus) < len(args.tau):
         print(f"sweep: tau has no effect with --replay {config.replay_mode}; sweeping eps_high only")
-        taus = taus[:1]
     if args.search_alg == "grid":
         domain, searcher, samples = tune.grid_search, None, args.num_samples or 1
     else:
@@ -178,8 +191,51 @@ def search_space(args: argparse.Namespace) -> tuple[DAPOConfig, Any, int]:
         )
     config = config.training(eps_high=domain(args.eps_high)).replay(tau=domain(taus))
     if args.seeds > 1:
-        config = config.debugging(seed=tune.grid_search([config.seed + k for k in range(args.seeds)]))
+        config = config.debugging(seed=tune.grid_search(swept_seeds(args)))
     return config, searcher, samples
+
+
+def swept_taus(args: argparse.Namespace) -> list[float]:
+    """The values of tau the sweep tries: one only where the replay mode has no age decay."""
+    return args.tau if args.config.replay_mode in TAU_MODES else args.tau[:1]
+
+
+def swept_seeds(args: argparse.Namespace) -> list[int]:
+    return [args.config.seed + k for k in range(args.seeds)]
+
+
+def planned_trials(args: argparse.Namespace) -> list[tuple[float, float, int]] | None:
+    """The (tau, eps_high, seed) of every trial a grid search runs (``--num-samples`` repeats included);
+    None for a searcher, whose trials draw their points."""
+    if args.search_alg != "grid":
+        return None
+    grid = [
+        (tau, eps_high, seed)
+        for tau in swept_taus(args)
+        for eps_high in args.eps_high
+        for seed in swept_seeds(args)
+    ]
+    return grid * (args.num_samples or 1)
+
+
+def missing_trials(args: argparse.Namespace, rows: list[dict[str, Any]]) -> tuple[int, list[str]]:
+    """(trials planned, the planned trials not finished, named by point and seed: ``tau 35, eps_high 0.28,
+    seed 1``; for a searcher the count only)."""
+    finished = Counter(
+        (row["tau"], row["eps_high"], row.get("seed")) for row in rows if row["status"] == "ok"
+    )
+    planned = planned_trials(args)
+    if planned is None:
+        samples = args.num_samples or 4
+        left = samples - sum(finished.values())
+        return samples, [f"{left} trial(s) drawn by {args.search_alg}"] if left > 0 else []
+    missing = Counter(planned) - finished
+    labels = [
+        f"tau {tau_label(tau)}, eps_high {eps_high:g}, seed {seed}"
+        for (tau, eps_high, seed), count in sorted(missing.items())
+        for _ in range(count)
+    ]
+    return len(planned), labels
 
 
 def make_searcher(name: str, seed: int):
@@ -242,8 +298,18 @@ def run_sweep(args: argparse.Namespace):
     return tuner.fit()
 
 
-def trial_rows(results) -> list[dict[str, Any]]:
-    """One row per trial: its settings and its validation success (peak and final)."""
+def load_results(folder: Path):
+    """Tune's ``ResultGrid`` of the sweep stored at ``folder``, read without running anything."""
+    from ray import tune
+
+    if not tune.Tuner.can_restore(folder):
+        raise SystemExit(f"sweep: no Tune experiment at {folder}; check --storage-path/--name")
+    return tune.Tuner.restore(str(folder), trainable=DAPO).get_results()
+
+
+def trial_rows(results, iterations: int) -> list[dict[str, Any]]:
+    """One row per trial: its settings, its validation success (peak and final) and its wall time. A trial
+    that stopped before ``iterations`` without an error is ``unfinished``."""
     rows = []
     for result in results:
         frame = result.metrics_dataframe
@@ -251,7 +317,8 @@ def trial_rows(results) -> list[dict[str, Any]]:
         metrics = result.metrics or {}
         final = (metrics.get("evaluation") or {}).get("success", math.nan)
         untrained = iterations_without_training(frame)
-        iterations = int(metrics.get("training_iteration", 0))
+        trained = int(metrics.get("training_iteration", 0))
+        status = "error" if result.error else "ok" if trained >= iterations else "unfinished"
         rows.append(
             {
                 "trial": metrics.get("trial_id", Path(result.path).name),
@@ -259,13 +326,14 @@ def trial_rows(results) -> list[dict[str, Any]]:
                 "seed": int(result.config["seed"]),
                 "eps_high": float(result.config["eps_high"]),
                 "replay": result.config["replay_mode"],
-                "iterations": iterations,
+                "iterations": trained,
                 "iterations_without_training": untrained,
-                "mostly_untrained": untrained > MOSTLY_UNTRAINED_SHARE * iterations,
+                "mostly_untrained": untrained > MOSTLY_UNTRAINED_SHARE * trained,
                 "peak_validation_success": float(max(curve)) if len(curve) else math.nan,
                 "final_validation_success": float(final),
                 "final_reward_mean": float(metrics.get("rollout/reward_mean", math.nan)),
-                "status": "error" if result.error else "ok",
+                "minutes": float(metrics.get("time_total_s", math.nan)) / 60,
+                "status": status,
                 "path": result.path,
                 "checkpoint": result.checkpoint.path if result.checkpoint else None,
             }
@@ -295,9 +363,20 @@ def summary_markdown(
     run: RunSettings = args.run
     config = args.config
     grid = sweep_points.points(rows)
+    planned, missing = missing_trials(args, rows)
+    partial = (
+        [
+            f"**Partial: {planned - len(missing)} of {planned} trials finished.** "
+            f"Missing: {'; '.join(missing)}.",
+            "",
+        ]
+        if missing
+        else []
+    )
     lines = [
         f"# Sweep `{args.name}`: {run.env}, replay {config.replay_mode}, search {args.search_alg}",
         "",
+        *partial,
         f"{run.iterations} iterations per trial; validation success = mean success of "
         f"{config.evaluation_samples_per_task} episode(s) on each of {config.evaluation_num_tasks} "
         "validation tasks (DAPO.evaluate_policy), measured after iteration 1 and every "
@@ -309,8 +388,8 @@ def summary_markdown(
         "## Trials",
         "",
         "| trial | tau | eps_high | seed | peak validation success | final validation success | final reward "
-        "| iterations | iterations that trained nothing | status |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| iterations | iterations that trained nothing | minutes | status |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in rows:
         mark = " **(best)**" if best is not None and row is best else ""
@@ -319,7 +398,8 @@ def summary_markdown(
             f"| {row.get('seed', 'n/a')} "
             f"| {_number(row['peak_validation_success'])} "
             f"| {_number(row['final_validation_success'])} | {_number(row['final_reward_mean'])} "
-            f"| {row['iterations']} | {row.get('iterations_without_training', 0)} | {row['status']} |"
+            f"| {row['iterations']} | {row.get('iterations_without_training', 0)} "
+            f"| {_number(row.get('minutes', math.nan), '.1f')} | {row['status']} |"
         )
     lines.append("")
     untrained = [row["trial"] for row in rows if row.get("mostly_untrained")]
@@ -343,20 +423,25 @@ def summary_markdown(
     return "\n".join(lines) + "\n"
 
 
-def _number(value: float) -> str:
-    return "n/a" if math.isnan(value) else f"{value:.3f}"
+def _number(value: float, spec: str = ".3f") -> str:
+    return "n/a" if math.isnan(value) else format(value, spec)
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     from experiments.common.quiet_logs import LOG_FILE_NAME, install
 
     args = parse_args(argv)
+    arguments = list(sys.argv[1:] if argv is None else argv)
     args.name = args.name or f"sweep-{args.run.env.split('/')[-1]}-{time.strftime('%Y%m%d-%H%M%S')}"
-    args.log_file = install(Path(args.storage_path).resolve() / args.name / LOG_FILE_NAME)
-    results = run_sweep(args)
-    rows = trial_rows(results)
-    best = best_row(rows)
     folder = Path(args.storage_path).resolve() / args.name
+    if args.report_only:
+        results = load_results(folder)
+    else:
+        args.log_file = install(folder / LOG_FILE_NAME)
+        results = run_sweep(args)
+    rows = trial_rows(results, args.run.iterations)
+    best = best_row(rows)
+    planned, missing = missing_trials(args, rows)
     markdown = summary_markdown(args, rows, best)
     (folder / "summary.md").write_text(markdown)
     grid = sweep_points.points(rows)
@@ -375,7 +460,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "best": best,
         "points": grid,
         "best_point": sweep_points.best_point(grid),
-        "provenance": provenance(PROG, argv, args.config),
+        "planned_trials": planned,
+        "missing": missing,
+        # The summary names the command that trains its trials; one written with --report-only says so.
+        "provenance": {
+            **provenance(PROG, [item for item in arguments if item != "--report-only"], args.config),
+            "report_only": args.report_only,
+        },
     }
     write_json(folder / "summary.json", summary)
     print(markdown)

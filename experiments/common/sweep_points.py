@@ -36,9 +36,16 @@ def points(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
             "seeds": [row.get("seed") for row in trials],
             "final": mean_over_seeds([row["final_validation_success"] for row in trials]),
             "peak": mean_over_seeds([row["peak_validation_success"] for row in trials]),
+            "minutes_per_trial": _mean_minutes(trials),
         }
         for (tau, eps_high), trials in sorted(grid.items(), key=lambda item: (item[0][1], item[0][0]))
     ]
+
+
+def _mean_minutes(trials: Sequence[dict[str, Any]]) -> float:
+    """The trials' mean wall time in minutes (NaN where none is recorded)."""
+    minutes = [row["minutes"] for row in trials if not math.isnan(row.get("minutes", math.nan))]
+    return sum(minutes) / len(minutes) if minutes else math.nan
 
 
 def best_point(grid: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
@@ -55,14 +62,16 @@ def markdown_lines(grid: Sequence[dict[str, Any]], best: dict[str, Any] | None) 
     lines = [
         "## Grid points (mean over seeds ± 95% t interval)",
         "",
-        "| tau | eps_high | seeds | final validation success | peak validation success |",
-        "|---|---|---|---|---|",
+        "| tau | eps_high | seeds | final validation success | peak validation success | minutes per trial |",
+        "|---|---|---|---|---|---|",
     ]
     for point in grid:
         mark = " **(best)**" if point is best else ""
+        minutes = point.get("minutes_per_trial", math.nan)
         lines.append(
             f"| {tau_label(point['tau'])}{mark} | {point['eps_high']:g} | {len(point['seeds'])} "
-            f"| {_interval(point['final'])} | {_interval(point['peak'])} |"
+            f"| {_interval(point['final'])} | {_interval(point['peak'])} "
+            f"| {'n/a' if math.isnan(minutes) else f'{minutes:.1f}'} |"
         )
     lines.append("")
     if best is not None:

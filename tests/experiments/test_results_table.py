@@ -4,6 +4,7 @@ table, or a results file changed without regenerating it, fails here."""
 from __future__ import annotations
 
 import json
+import math
 import shutil
 
 import pytest
@@ -162,3 +163,35 @@ def test_the_replay_table_sets_each_comparison_beside_the_paper_s_row(tmp_path, 
     assert final[1].endswith(", final") and final[4] == "0.750 ± 0.635"
     sokoban = [row for row in results_table.replay_rows() if row[0] == "Sokoban Simple (LLM)"]
     assert sokoban[1][2].startswith("not run: ")
+
+
+def test_the_tau_sweep_rows_come_from_its_summary(tmp_path, monkeypatch):
+    from experiments.common import sweep_points
+    from experiments.common.results_json import write_json
+
+    copy = tmp_path / "results"
+    shutil.copytree(results_table.RESULTS, copy)
+    monkeypatch.setattr(results_table, "RESULTS", copy)
+    task, ours, folder = results_table.TAU_SWEEPS[0]
+    shutil.rmtree(copy / folder, ignore_errors=True)
+    assert results_table.sweep_rows()[0][:3] == [task, ours, "not run yet"]
+
+    def row(tau, seed, final):
+        return {"tau": tau, "eps_high": 0.28, "seed": seed, "status": "ok", "final_validation_success": final,
+                "peak_validation_success": final + 0.1, "minutes": 20.0}  # fmt: skip
+
+    grid = sweep_points.points([row(4.0, 0, 0.6), row(4.0, 1, 0.8), row(math.inf, 0, 0.5)])
+    summary = {
+        "points": grid,
+        "best_point": sweep_points.best_point(grid),
+        "planned_trials": 4,
+        "missing": ["tau no decay, eps_high 0.28, seed 1"],
+    }
+    (copy / folder).mkdir(parents=True)
+    write_json(copy / folder / "summary.json", summary)  # as experiments.sweep writes it: inf as null
+    four, no_decay = results_table.sweep_rows()
+    # 0.7 +- 12.706 x 0.1414 / sqrt(2); the no-decay point has one seed so far.
+    assert four[1:8] == [f"{ours}, partial: 3 of 4 trials", "**4 (best)**", "0.28", "2", "0.700 ± 1.271",
+                         "0.800 ± 1.271", "20.0"]  # fmt: skip
+    assert no_decay[2:6] == ["no decay", "0.28", "1", "0.500"]
+    assert four[8] == f"[sweep](docs/results/{folder}/summary.md)"

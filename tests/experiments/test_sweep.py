@@ -7,6 +7,7 @@ import importlib.util
 import json
 import math
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from ray import tune
@@ -64,6 +65,21 @@ def test_sweep_cli_writes_tune_results_tensorboard_and_summary(tmp_path, tiny_wo
     assert resumed["trials"][0]["peak_validation_success"] == trials[0]["peak_validation_success"]
     with pytest.raises(SystemExit, match="no Tune experiment to resume"):
         sweep.main([*argv, *tiny_workload, "--storage-path", str(tmp_path), "--name", "none", "--resume"])
+
+    # --report-only writes the summary from Tune's folder, training nothing; the command it records is the
+    # sweep's own.
+    reported = sweep.main(
+        [*argv, *tiny_workload, "--storage-path", str(tmp_path), "--name", "s", "--report-only"]
+    )
+    assert reported["trials"][0]["peak_validation_success"] == trials[0]["peak_validation_success"]
+    assert reported["planned_trials"] == 1 and reported["missing"] == []
+    assert reported["provenance"]["report_only"] is True
+    assert "--report-only" not in reported["provenance"]["command"]
+    assert trials[0]["minutes"] > 0 and "minutes per trial" in (folder / "summary.md").read_text()
+    with pytest.raises(SystemExit, match="no Tune experiment at"):
+        sweep.main(
+            [*argv, *tiny_workload, "--storage-path", str(tmp_path), "--name", "none", "--report-only"]
+        )
 
 
 def test_sweep_config_keeps_the_run_settings():
@@ -157,7 +173,7 @@ def test_best_row_and_summary_table():
     assert best["trial"] == "b"  # errors never win; ties go to the first trial
     args = sweep.parse_args(["--name", "x"])
     text = sweep.summary_markdown(args, rows, best)
-    assert "| b **(best)** | 500 | 0.28 | n/a | 0.500 | 0.500 | n/a | 3 | 0 | ok |" in text
+    assert "| b **(best)** | 500 | 0.28 | n/a | 0.500 | 0.500 | n/a | 3 | 0 | n/a | ok |" in text
     assert "2 trials tie" in text
 
 
@@ -181,7 +197,7 @@ def test_trials_that_trained_nothing_are_flagged_and_nan_is_written_as_na():
         "checkpoint": None,
     }
     text = sweep.summary_markdown(sweep.parse_args(["--name", "x"]), [row], sweep.best_row([row]))
-    assert "| t | 50 | 0.28 | n/a | n/a | n/a | n/a | 3 | 3 | ok |" in text and "nan" not in text
+    assert "| t | 50 | 0.28 | n/a | n/a | n/a | n/a | 3 | 3 | n/a | ok |" in text and "nan" not in text
     assert "most iterations trained nothing" in text
 
 
@@ -220,3 +236,54 @@ def test_grid_points_average_their_seeds_and_the_plot_shows_them(tmp_path):
     assert path.read_bytes().startswith(b"\x89PNG")
     summary = sweep.summary_markdown(sweep.parse_args(["--name", "x"]), rows, sweep.best_row(rows))
     assert "## Grid points" in summary and f"]({sweep.PLOT_NAME})" in summary
+
+
+def test_a_trial_short_of_its_iterations_is_unfinished_and_its_wall_time_is_kept():
+    def result(iterations, error=None):
+        return SimpleNamespace(
+            metrics={"training_iteration": iterations, "time_total_s": 90.0, "evaluation": {"success": 0.5}},
+            metrics_dataframe=None,
+            config={"tau": 4.0, "seed": 0, "eps_high": 0.28, "replay_mode": "freshper"},
+            error=error,
+            path="/sweep/trial",
+            checkpoint=None,
+        )
+
+    rows = sweep.trial_rows([result(15), result(7), result(7, error=RuntimeError())], iterations=15)
+    assert [row["status"] for row in rows] == ["ok", "unfinished", "error"]
+    assert rows[0]["minutes"] == pytest.approx(1.5)
+
+
+def test_a_stopped_sweep_is_reported_partial_and_counts_only_finished_trials():
+    args = sweep.parse_args(
+        [*NO_MODEL_LOAD, "--name", "x", "--tau", "4", "inf", "--eps-high", "0.28", "--seeds", "2"]
+    )
+
+    def row(tau, seed, status):
+        return {
+            "trial": f"{tau}-{seed}", "tau": tau, "eps_high": 0.28, "seed": seed, "status": status,
+            "peak_validation_success": 0.5, "final_validation_success": 0.4, "final_reward_mean": 0.0,
+            "iterations": 15, "minutes": 12.0, "checkpoint": None,
+        }  # fmt: skip
+
+    rows = [row(4.0, 0, "ok"), row(4.0, 1, "unfinished"), row(math.inf, 0, "error")]
+    planned, missing = sweep.missing_trials(args, rows)
+    assert planned == 4
+    assert missing == [
+        "tau 4, eps_high 0.28, seed 1",
+        "tau no decay, eps_high 0.28, seed 0",
+        "tau no decay, eps_high 0.28, seed 1",
+    ]
+    text = sweep.summary_markdown(args, rows, sweep.best_row(rows))
+    assert "**Partial: 1 of 4 trials finished.** Missing: tau 4, eps_high 0.28, seed 1; " in text
+    grid = sweep_points.points(rows)
+    assert [(point["tau"], point["seeds"], point["minutes_per_trial"]) for point in grid] == [
+        (4.0, [0], 12.0)
+    ]
+    assert sweep.missing_trials(
+        args, [*rows[:1], row(4.0, 1, "ok"), row(math.inf, 0, "ok"), row(math.inf, 1, "ok")]
+    ) == (4, [])
+    with pytest.raises(SystemExit):
+        sweep.parse_args([*NO_MODEL_LOAD, "--report-only"])
+    with pytest.raises(SystemExit):
+        sweep.parse_args([*NO_MODEL_LOAD, "--name", "x", "--report-only", "--resume"])
