@@ -367,6 +367,9 @@ def sweep_rows() -> list[list[str]]:
         if summary.get("missing"):
             done = summary["planned_trials"] - len(summary["missing"])
             model += f", partial: {done} of {summary['planned_trials']} trials"
+        if not summary["points"]:
+            table_rows.append([task, model, "started: no trial finished yet", "", "", "", "", "", ""])
+            continue
         best = summary.get("best_point")
         for point in summary["points"]:
             # summary.json writes tau = inf (no decay) as null: strict JSON has no infinity.

@@ -7,9 +7,10 @@ replay mode, for ``--iterations`` training iterations. The trial is evaluated in
 evaluation (RLlib's ``evaluation_interval`` = ``--eval-every``: one episode on each of the first
 ``--eval-tasks`` tasks of the validation split, ``DAPO.evaluate_policy``). Every result carries the latest
 evaluation under ``evaluation/`` (``evaluation/success``, its Wilson interval, pass@k, ...;
-``evaluation/iteration`` says after which iteration it was measured): the first result is evaluated too
-(:class:`CarryEvaluation`), so the metric is present in every result that Tune's searchers and schedulers
-see, which Tune requires of a searcher's metric.
+``evaluation/iteration`` says after which iteration it was measured): the first and the last result are
+evaluated too where RLlib's interval skips them (:class:`CarryEvaluation`), so the metric is present in every
+result that Tune's searchers and schedulers see, which Tune requires of a searcher's metric, and a trial's
+final success is its trained policy's.
 
 Without ``--settings``, a trial runs 3 iterations evaluated every iteration on 16 tasks (the env's settings
 file with ``experiments/settings/quick/sweep_and_compare.yaml`` on top).
@@ -45,6 +46,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import importlib.util
 import math
 import sys
@@ -88,19 +90,22 @@ SEARCHER_PACKAGES: dict[str, dict[str, str]] = {
 class CarryEvaluation(RLlibCallback):
     """Every training result carries the latest evaluation (``result["evaluation"]``, plus the
     ``iteration`` it was measured after): RLlib evaluates every ``evaluation_interval`` iterations only, and
-    Tune needs a searcher's metric in every result. The first result of a trial (or of a restored one)
-    without an evaluation of RLlib's is evaluated here."""
+    Tune needs a searcher's metric in every result. Where RLlib did not evaluate, the first result of a
+    trial (or of a restored one) and the result of ``final_iteration`` are evaluated here, so that a trial's
+    last result holds the trained policy's success, whatever the interval (None: no final evaluation)."""
 
-    def __init__(self) -> None:
+    def __init__(self, final_iteration: int | None = None) -> None:
         super().__init__()
+        self.final_iteration = final_iteration
         self._latest: dict[str, Any] | None = None
 
     def on_train_result(self, *, algorithm, result: dict, **kwargs) -> None:
         # Trainable.train() has counted this iteration: algorithm.iteration is the one just trained.
+        iteration = algorithm.iteration
         if "evaluation" in result:
-            self._latest = {**result["evaluation"], "iteration": algorithm.iteration}
-        elif self._latest is None:
-            self._latest = {**algorithm.evaluate_policy(), "iteration": algorithm.iteration}
+            self._latest = {**result["evaluation"], "iteration": iteration}
+        elif self._latest is None or iteration == self.final_iteration:
+            self._latest = {**algorithm.evaluate_policy(), "iteration": iteration}
         result["evaluation"] = dict(self._latest)
 
 
@@ -177,7 +182,10 @@ def search_space(args: argparse.Namespace) -> tuple[DAPOConfig, Any, int]:
     """(param_space config, Tune search algorithm or None, num_samples) for the chosen search."""
     from ray import tune
 
-    config = workload_config(args.run, PROG).callbacks(CarryEvaluation)
+    # A partial, not a class attribute: Tune rebuilds the config in each trial's process.
+    config = workload_config(args.run, PROG).callbacks(
+        functools.partial(CarryEvaluation, final_iteration=args.run.iterations)
+    )
     taus = swept_taus(args)
     if len(taus) < len(args.tau):
         print(f"sweep: tau has no effect with --replay {config.replay_mode}; sweeping eps_high only")
@@ -309,15 +317,19 @@ def load_results(folder: Path):
 
 def trial_rows(results, iterations: int) -> list[dict[str, Any]]:
     """One row per trial: its settings, its validation success (peak and final) and its wall time. A trial
-    that stopped before ``iterations`` without an error is ``unfinished``."""
+    that stopped before ``iterations`` without an error is ``unfinished``. The final validation success is
+    NaN where the trial's last evaluation came before its last iteration (``last_evaluated_iteration``):
+    it would be an earlier policy's."""
     rows = []
     for result in results:
         frame = result.metrics_dataframe
         curve = [] if frame is None or VALIDATION_METRIC not in frame else frame[VALIDATION_METRIC].dropna()
         metrics = result.metrics or {}
-        final = (metrics.get("evaluation") or {}).get("success", math.nan)
-        untrained = iterations_without_training(frame)
+        latest = metrics.get("evaluation") or {}
         trained = int(metrics.get("training_iteration", 0))
+        # The final success is the trained policy's only if measured after the trial's last iteration.
+        final = latest.get("success", math.nan) if latest.get("iteration") == trained else math.nan
+        untrained = iterations_without_training(frame)
         status = "error" if result.error else "ok" if trained >= iterations else "unfinished"
         rows.append(
             {
@@ -331,6 +343,7 @@ def trial_rows(results, iterations: int) -> list[dict[str, Any]]:
                 "mostly_untrained": untrained > MOSTLY_UNTRAINED_SHARE * trained,
                 "peak_validation_success": float(max(curve)) if len(curve) else math.nan,
                 "final_validation_success": float(final),
+                "last_evaluated_iteration": latest.get("iteration"),
                 "final_reward_mean": float(metrics.get("rollout/reward_mean", math.nan)),
                 "minutes": float(metrics.get("time_total_s", math.nan)) / 60,
                 "status": status,
@@ -362,6 +375,7 @@ def summary_markdown(
 ) -> str:
     run: RunSettings = args.run
     config = args.config
+    interval = f"every {config.evaluation_interval} iteration(s) " if config.evaluation_interval else ""
     grid = sweep_points.points(rows)
     planned, missing = missing_trials(args, rows)
     partial = (
@@ -379,8 +393,8 @@ def summary_markdown(
         *partial,
         f"{run.iterations} iterations per trial; validation success = mean success of "
         f"{config.evaluation_samples_per_task} episode(s) on each of {config.evaluation_num_tasks} "
-        "validation tasks (DAPO.evaluate_policy), measured after iteration 1 and every "
-        f"{config.evaluation_interval or run.iterations}.",
+        f"validation tasks (DAPO.evaluate_policy), measured after iteration 1, {interval}and after the "
+        f"last ({run.iterations}).",
         "",
         *sweep_points.markdown_lines(grid, sweep_points.best_point(grid)),
         f"![final validation success against tau]({PLOT_NAME})" if len(grid) > 1 else "",
@@ -402,6 +416,17 @@ def summary_markdown(
             f"| {_number(row.get('minutes', math.nan), '.1f')} | {row['status']} |"
         )
     lines.append("")
+    stale = [
+        f"{row['trial']} (after iteration {row['last_evaluated_iteration']})"
+        for row in rows
+        if row["status"] == "ok" and row.get("last_evaluated_iteration") not in (None, row["iterations"])
+    ]
+    if stale:
+        lines += [
+            f"**Warning:** trial(s) {', '.join(stale)} were last evaluated before their last iteration: "
+            "their final validation success is n/a and they are left out of the grid points. Run them again.",
+            "",
+        ]
     untrained = [row["trial"] for row in rows if row.get("mostly_untrained")]
     if untrained:
         lines += [

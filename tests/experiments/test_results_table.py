@@ -195,3 +195,5 @@ def test_the_tau_sweep_rows_come_from_its_summary(tmp_path, monkeypatch):
                          "0.800 ± 1.271", "20.0"]  # fmt: skip
     assert no_decay[2:6] == ["no decay", "0.28", "1", "0.500"]
     assert four[8] == f"[sweep](docs/results/{folder}/summary.md)"
+    write_json(copy / folder / "summary.json", {**summary, "points": [], "best_point": None})
+    assert results_table.sweep_rows()[0][2] == "started: no trial finished yet"

@@ -26,7 +26,8 @@ def test_sweep_cli_writes_tune_results_tensorboard_and_summary(tmp_path, tiny_wo
     # way a user writes it: this is that path's test too. One trial: each Tune trial starts a worker process
     # that imports torch and vLLM and starts an engine (about a minute here); the grid itself is checked by
     # test_search_space_grid_and_random.
-    argv = ["--iterations", "2", "--eval-every", "2", "--tau", "50", "--eps-high", "0.28"]
+    # --eval-every 5 > --iterations: RLlib never evaluates, so both evaluations are CarryEvaluation's.
+    argv = ["--iterations", "2", "--eval-every", "5", "--tau", "50", "--eps-high", "0.28"]
     summary = sweep.main([*argv, *tiny_workload, "--storage-path", str(tmp_path), "--name", "s"])
 
     folder = tmp_path / "s"
@@ -42,9 +43,9 @@ def test_sweep_cli_writes_tune_results_tensorboard_and_summary(tmp_path, tiny_wo
         progress = (trial_dir / "progress.csv").read_text().splitlines()
         assert "evaluation/success" in progress[0] and len(progress) == 3  # header + 2 iterations
         results = [json.loads(line) for line in (trial_dir / "result.json").read_text().splitlines()]
-        # Evaluated after iteration 1 (the first result) and then by RLlib every 2; every result carries
-        # the latest evaluation.
+        # Evaluated after iteration 1 (the first result) and after the last, though off RLlib's interval.
         assert [r["evaluation"]["iteration"] for r in results] == [1, 2]
+        assert row["last_evaluated_iteration"] == 2
         assert all(r["evaluation"]["num_episodes"] == 4 for r in results)
         assert all("success_ci95_low" in r["evaluation"] for r in results)
         assert row["checkpoint"] is not None
@@ -89,7 +90,8 @@ def test_sweep_config_keeps_the_run_settings():
     keys = {"replay_mode": "per", "evaluation_num_tasks": 9, "evaluation_interval": 2}
     args.run = dataclasses.replace(args.run, overrides={**args.run.overrides, **keys})
     config, _, _ = sweep.search_space(args)
-    assert config.algo_class is DAPO and config.callbacks_class is sweep.CarryEvaluation
+    assert config.algo_class is DAPO and config.callbacks_class.func is sweep.CarryEvaluation
+    assert config.callbacks_class().final_iteration == args.run.iterations
     assert (config.group_size, config.prompts_per_iteration, config.max_response_tokens) == (3, 5, 12)
     assert config.resolved_overlong_cache_len() == 4  # a third of the response limit
     assert (config.replay_mode, config.seed, config.lr) == ("per", 7, 1e-4)
@@ -122,6 +124,20 @@ def test_every_result_carries_the_latest_evaluation():
         results.append(result["evaluation"])
     assert algo.evaluated == 1  # the first result, which RLlib did not evaluate
     assert [(r["success"], r["iteration"]) for r in results] == [(0.25, 1), (0.5, 2), (0.5, 2), (0.75, 4)]
+
+
+def test_the_last_iteration_is_evaluated_off_the_interval():
+    # RLlib evaluated after iteration 2 only; the trial stops after 3, whose result must be the trained
+    # policy's, not iteration 2's carried forward.
+    callback, algo = sweep.CarryEvaluation(final_iteration=3), FakeAlgorithm()
+    results = []
+    for iteration, evaluation in [(1, None), (2, {"success": 0.5}), (3, None)]:
+        algo.iteration = iteration
+        result = {"training_iteration": iteration, **({"evaluation": evaluation} if evaluation else {})}
+        callback.on_train_result(algorithm=algo, result=result)
+        results.append(result["evaluation"])
+    assert algo.evaluated == 2
+    assert [(r["success"], r["iteration"]) for r in results] == [(0.25, 1), (0.5, 2), (0.25, 3)]
 
 
 def test_search_space_grid_and_random():
@@ -252,6 +268,29 @@ def test_a_trial_short_of_its_iterations_is_unfinished_and_its_wall_time_is_kept
     rows = sweep.trial_rows([result(15), result(7), result(7, error=RuntimeError())], iterations=15)
     assert [row["status"] for row in rows] == ["ok", "unfinished", "error"]
     assert rows[0]["minutes"] == pytest.approx(1.5)
+
+
+def test_a_final_success_measured_before_the_last_iteration_is_not_reported_as_final():
+    def result(evaluated_after):
+        return SimpleNamespace(
+            metrics={
+                "training_iteration": 15, "time_total_s": 90.0, "trial_id": f"t{evaluated_after}",
+                "evaluation": {"success": 0.6, "iteration": evaluated_after},
+            },
+            metrics_dataframe=None,
+            config={"tau": 4.0, "seed": evaluated_after, "eps_high": 0.28, "replay_mode": "freshper"},
+            error=None,
+            path="/sweep/trial",
+            checkpoint=None,
+        )  # fmt: skip
+
+    rows = sweep.trial_rows([result(15), result(1)], iterations=15)
+    assert rows[0]["final_validation_success"] == 0.6
+    assert math.isnan(rows[1]["final_validation_success"]) and rows[1]["last_evaluated_iteration"] == 1
+    assert [point["seeds"] for point in sweep_points.points(rows)] == [[15]]
+    args = sweep.parse_args([*NO_MODEL_LOAD, "--name", "x", "--tau", "4", "--eps-high", "0.28"])
+    text = sweep.summary_markdown(args, rows, sweep.best_row(rows))
+    assert "trial(s) t1 (after iteration 1) were last evaluated before their last iteration" in text
 
 
 def test_a_stopped_sweep_is_reported_partial_and_counts_only_finished_trials():
