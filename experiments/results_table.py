@@ -81,7 +81,13 @@ REPLAY_STUDY: list[tuple[str, str, str, str, str]] = [
         "not run: RL does not improve SmolLM2 on Sokoban (the table above): replay has nothing to speed up",
     ),
     ("FrozenLake (LLM)", "FrozenLake, tiny LM (400)", "compare-FrozenLake.json", "compare-FrozenLake.md", ""),
-    ("FrozenLake (VLM)", "FrozenLakeVision, tiny VLM (300)", "", "", "not run yet"),
+    (
+        "FrozenLake (VLM)",
+        "FrozenLakeVision, tiny VLM (300)",
+        "compare/replay-FrozenLakeVision-tiny/results.json",
+        "compare/replay-FrozenLakeVision-tiny/comparison.md",
+        "",
+    ),
 ]
 # The tau sweeps of the replay study: (the paper's task, our env and model, the experiments.sweep folder under
 # docs/results whose summary.json gives the grid points). docs/replay.md#sweeping-tau has the command.
