@@ -369,7 +369,7 @@ def sweep_rows() -> list[list[str]]:
             table_rows.append([task, ours, "not run yet", "", "", "", "", "", ""])
             continue
         summary = load(f"{folder}/summary.json")
-        model = ours
+        model = f"{ours}, {summary['iterations']} iterations a trial" if "iterations" in summary else ours
         if summary.get("missing"):
             done = summary["planned_trials"] - len(summary["missing"])
             model += f", partial: {done} of {summary['planned_trials']} trials"

@@ -186,13 +186,14 @@ def test_the_tau_sweep_rows_come_from_its_summary(tmp_path, monkeypatch):
         "best_point": sweep_points.best_point(grid),
         "planned_trials": 4,
         "missing": ["tau no decay, eps_high 0.28, seed 1"],
+        "iterations": 6,
     }
     (copy / folder).mkdir(parents=True)
     write_json(copy / folder / "summary.json", summary)  # as experiments.sweep writes it: inf as null
     four, no_decay = results_table.sweep_rows()
     # 0.7 +- 12.706 x 0.1414 / sqrt(2); the no-decay point has one seed so far.
-    assert four[1:8] == [f"{ours}, partial: 3 of 4 trials", "**4 (best)**", "0.28", "2", "0.700 ± 1.271",
-                         "0.800 ± 1.271", "20.0"]  # fmt: skip
+    assert four[1:8] == [f"{ours}, 6 iterations a trial, partial: 3 of 4 trials", "**4 (best)**", "0.28", "2",
+                         "0.700 ± 1.271", "0.800 ± 1.271", "20.0"]  # fmt: skip
     assert no_decay[2:6] == ["no decay", "0.28", "1", "0.500"]
     assert four[8] == f"[sweep](docs/results/{folder}/summary.md)"
     write_json(copy / folder / "summary.json", {**summary, "points": [], "best_point": None})

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import numpy as np
@@ -31,6 +32,15 @@ def prompts(renderer: ChatRenderer) -> list[Prompt]:
         "No image this time.",
     ]
     return [Prompt(s.token_ids, s.images) for s in map(renderer.prompt, observations)]
+
+
+class ListHandler(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__()
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
 
 
 def mean_abs_diff(model, renderer: ChatRenderer, prompts, results) -> float:
@@ -69,7 +79,15 @@ def test_loaded_weights_reach_the_vision_tower(vlm_engine: RolloutEngine, vlm_pa
         for name, p in model.named_parameters():
             if ".visual." in f".{name}":
                 p.add_(0.2 * torch.randn(p.shape, generator=generator))
-    vlm_engine.load_weights(model.state_dict())
+    reload_log = ListHandler()
+    reload_logger = logging.getLogger("vllm.model_executor.model_loader.reload.layerwise")
+    reload_logger.addHandler(reload_log)
+    try:
+        vlm_engine.load_weights(model.state_dict())
+    finally:
+        reload_logger.removeHandler(reload_log)
+    # Every layer of the VLM got its weights or holds none in a checkpoint (whose warnings are dropped).
+    assert [r.getMessage() for r in reload_log.records if r.levelno >= logging.WARNING] == []
     results = vlm_engine.generate(image_prompts, SamplingConfig(n=2, max_tokens=16, seed=1))
     assert mean_abs_diff(model, renderer, image_prompts, results) < 1e-3
 

@@ -14,7 +14,7 @@ def test_vllm_logs_warnings_and_errors_only_unless_the_user_says_otherwise(monke
     assert configure_vllm_environment()["VLLM_LOGGING_LEVEL"] == "DEBUG"
 
 
-def test_only_the_rotary_embeddings_reload_warning_is_dropped():
+def test_only_the_reload_warnings_of_layers_without_checkpoint_tensors_are_dropped():
     quiet_expected_reload_warnings()
     quiet_expected_reload_warnings()  # once is enough; twice adds nothing
     logger = logging.getLogger("vllm.model_executor.model_loader.reload.layerwise")
@@ -27,4 +27,6 @@ def test_only_the_rotary_embeddings_reload_warning_is_dropped():
         return bool(logger.filter(record))
 
     assert not shown("RotaryEmbedding")
+    assert not shown("MRotaryEmbedding")
+    assert not shown("FusedMMInputNorm")
     assert shown("QKVParallelLinear")  # a layer that really missed its weights still warns
