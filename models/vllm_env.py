@@ -112,6 +112,8 @@ def keep_parallel_state_while_shared(live_engines: Callable[[], bool]) -> None:
     core.cleanup_dist_env_and_memory = cleanup_unless_shared
 
 
+# The logger of vLLM's in-place layerwise weight reload.
+RELOAD_LOGGER = "vllm.model_executor.model_loader.reload.layerwise"
 # Layers whose tensors are computed from the model's config, in no checkpoint: at every in-place reload vLLM
 # logs "<layer>: Failed to load weights" for each and puts its tensors back as they were. The rotary
 # embeddings' cos/sin caches (MRotaryEmbedding: the multimodal rotary of the VLMs) and FusedMMInputNorm's
@@ -133,7 +135,7 @@ class _ExpectedReloadWarnings(logging.Filter):
 
 def quiet_expected_reload_warnings() -> None:
     """Install :class:`_ExpectedReloadWarnings` on vLLM's layerwise-reload logger (once)."""
-    logger = logging.getLogger("vllm.model_executor.model_loader.reload.layerwise")
+    logger = logging.getLogger(RELOAD_LOGGER)
     if not any(isinstance(f, _ExpectedReloadWarnings) for f in logger.filters):
         logger.addFilter(_ExpectedReloadWarnings())
 

@@ -13,6 +13,7 @@ from transformers import AutoModelForImageTextToText
 from models.chat import ChatRenderer
 from models.engine import Completion, Prompt, RolloutEngine, SamplingConfig
 from models.logprobs import token_logprobs
+from models.vllm_env import RELOAD_LOGGER
 
 
 @pytest.fixture(scope="module")
@@ -80,7 +81,7 @@ def test_loaded_weights_reach_the_vision_tower(vlm_engine: RolloutEngine, vlm_pa
             if ".visual." in f".{name}":
                 p.add_(0.2 * torch.randn(p.shape, generator=generator))
     reload_log = ListHandler()
-    reload_logger = logging.getLogger("vllm.model_executor.model_loader.reload.layerwise")
+    reload_logger = logging.getLogger(RELOAD_LOGGER)
     reload_logger.addHandler(reload_log)
     try:
         vlm_engine.load_weights(model.state_dict())

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from models.vllm_env import configure_vllm_environment, quiet_expected_reload_warnings
+from models.vllm_env import RELOAD_LOGGER, configure_vllm_environment, quiet_expected_reload_warnings
 
 
 def test_vllm_logs_warnings_and_errors_only_unless_the_user_says_otherwise(monkeypatch):
@@ -17,7 +17,7 @@ def test_vllm_logs_warnings_and_errors_only_unless_the_user_says_otherwise(monke
 def test_only_the_reload_warnings_of_layers_without_checkpoint_tensors_are_dropped():
     quiet_expected_reload_warnings()
     quiet_expected_reload_warnings()  # once is enough; twice adds nothing
-    logger = logging.getLogger("vllm.model_executor.model_loader.reload.layerwise")
+    logger = logging.getLogger(RELOAD_LOGGER)
     assert len(logger.filters) == 1
 
     def shown(layer: str) -> bool:
