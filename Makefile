@@ -6,7 +6,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 UV := python3 -m uv
 
-.PHONY: setup demo test lint bench tcmalloc
+.PHONY: setup demo test test-slow lint bench tcmalloc
 
 # --compile-bytecode: where PYTHONDONTWRITEBYTECODE is set (as on the CI machines) Python would compile torch,
 # vLLM and Ray from source in every new process (each Ray actor, each subprocess): importing them and starting
@@ -38,6 +38,11 @@ test: setup
 	wait $$first; first_status=$$?; \
 	echo "=== $(FIRST_TESTS) ==="; cat .pytest-first.log; \
 	exit $$(( second || first_status ))
+
+# The slow tier: tests marked `slow` (a real vLLM server, load tests, learning checks longer than a minute), which
+# `make test` leaves out. Run it before resolving work that adds to it (docs/training.md, "Tests").
+test-slow: setup
+	@export OMP_WAIT_POLICY=PASSIVE; $(PY) -m pytest -q -m slow tests
 
 # The benchmarks' baselines (the `bench` extra: TRL, gym-sokoban) into .venv beside the vLLM build. It also
 # marks the plain setup done, so a later `make test` keeps them until pyproject.toml or uv.lock change.
