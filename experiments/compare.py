@@ -31,12 +31,14 @@ Output, in ``--output`` (default ``results/compare-<time>``):
       with other settings is an error);
   ``comparison.md``  FreshPER's Table 1 layout: rows = tasks, columns = arms, cell = peak validation success
       (the maximum over the evaluations after training started) as mean +- 95% t interval over seeds (and the
-      standard deviation); the final success the same way; Welch's t-test of the reference arm (FreshPER for
-      replay modes, else the first arm) against each other arm with the smallest difference the run could
-      detect; the replay metrics (importance weights, success share, ages, decay of the oldest item,
-      dual-clip fraction) where some arm replays; the cost per arm (wall minutes and peak memory per run);
-      for replay modes, the paper's Table 1 beside it for reference. Rewritten after every run, so an
-      interrupted comparison always has the report of its finished runs, headed by what is missing;
+      standard deviation); the final success the same way; the reference arm (FreshPER for replay modes, else
+      the first arm) tested against each other arm over seeds (the paired t-test by seed where both ran the
+      same seeds, else Welch's; ``experiments/common/significance.py``), Holm-adjusted over the table, with
+      the smallest difference the run could detect; the replay metrics (importance weights, success share,
+      ages, decay of the oldest item, dual-clip fraction) where some arm replays; the cost per arm (wall
+      minutes and peak memory per run); for replay modes, the paper's Table 1 beside it for reference.
+      Rewritten after every run, so an interrupted comparison always has the report of its finished runs,
+      headed by what is missing;
       ``--report-only`` writes it from the finished runs without training anything;
   ``curves-<env>.png``  validation success over iterations, mean per arm with the range over seeds;
   ``results.json``  its provenance (``experiments/common/results_json.py``), every run's raw numbers and the
@@ -75,7 +77,7 @@ from experiments.common.run_config import (
     run_keys,
 )
 from experiments.common.run_options import add_aliases, check_env_id
-from experiments.common.significance import mean_over_seeds
+from experiments.common.significance import holm, mean_over_seeds, paired_seed_test
 from experiments.common.training_metrics import MOSTLY_UNTRAINED_SHARE, flatten, measured, trained_nothing
 from experiments.common.workload import add_workload_args, workload_config, workload_settings
 
@@ -384,8 +386,9 @@ def save_run(path: Path, run: dict[str, Any]) -> None:
 # ---------------------------------------------------------------------------------------------------------
 def aggregate(runs: list[dict[str, Any]], reference: str) -> dict[str, dict[str, dict[str, Any]]]:
     """{env: {arm: mean / std over seeds of peak, final and initial success, the mean curve, the replay
-    metrics, the cost (wall time, peak memory) and, but for ``reference``, Welch's test of ``reference``
-    against it (``vs_reference``)}}."""
+    metrics, the cost (wall time, peak memory) and, but for ``reference``, the test over seeds of
+    ``reference`` against it (``vs_reference``: :func:`paired_seed_test`, with ``p_holm``, its p-value
+    Holm-adjusted over every test of the table)}}."""
     table: dict[str, dict[str, dict[str, Any]]] = {}
     for env in dict.fromkeys(run["env"] for run in runs):
         for arm in dict.fromkeys(run["arm"] for run in runs):
@@ -415,9 +418,20 @@ def aggregate(runs: list[dict[str, Any]], reference: str) -> dict[str, dict[str,
                     continue
                 other = [run for run in runs if run["env"] == env and run["arm"] == arm]
                 cells[arm]["vs_reference"] = {
-                    key: welch_test([r[key] for r in reference_runs], [r[key] for r in other])
+                    key: paired_seed_test(
+                        {r["seed"]: r[key] for r in reference_runs}, {r["seed"]: r[key] for r in other}
+                    )
                     for key in ("peak", "final")
                 }
+    # The report's table of tests is one family (Holm 1979): every arm, env and measure in it.
+    family = [
+        test
+        for cells in table.values()
+        for cell in cells.values()
+        for test in cell.get("vs_reference", {}).values()
+    ]
+    for test, adjusted in zip(family, holm([test["p_value"] for test in family]), strict=True):
+        test["p_holm"] = adjusted
     return table
 
 
@@ -460,21 +474,6 @@ def _spread(values: list[float | None]) -> dict[str, Any] | None:
         "n": len(known),
         "of": len(values),
     }
-
-
-def welch_test(a: list[float], b: list[float]) -> dict[str, float | None]:
-    """Welch's two-sided t-test of mean(a) - mean(b) over seeds, with the run's power: the smallest
-    difference it would detect at alpha 0.05 with 80% power, (t_0.975 + t_0.8) x the standard error."""
-    from scipy import stats
-
-    if len(a) < 2 or len(b) < 2:
-        return {"difference": float(np.mean(a) - np.mean(b)), "p_value": None, "detectable": None}
-    va, vb = np.var(a, ddof=1) / len(a), np.var(b, ddof=1) / len(b)
-    se = float(np.sqrt(va + vb))
-    df = (va + vb) ** 2 / (va**2 / (len(a) - 1) + vb**2 / (len(b) - 1)) if se > 0 else len(a) + len(b) - 2
-    p = float(stats.ttest_ind(a, b, equal_var=False).pvalue) if se > 0 else (1.0 if a == b else 0.0)
-    detectable = float((stats.t.ppf(0.975, df) + stats.t.ppf(0.8, df)) * se)
-    return {"difference": float(np.mean(a) - np.mean(b)), "p_value": p, "detectable": detectable}
 
 
 def _commits_sentence(runs: list[dict[str, Any]]) -> str:
@@ -680,9 +679,9 @@ def _number(value: float | None) -> str:
 
 
 def _tests(table: dict[str, Any], arms: list[Arm], reference: str, noun: str) -> list[str]:
-    """The reference arm against each other arm: difference, Welch p-value and the difference the run could
-    detect."""
-    rows = []
+    """The reference arm against each other arm: difference, the test over seeds and its p-value, raw and
+    Holm-adjusted over the table, and the difference the run could detect."""
+    rows, names = [], []
     for env, cells in table.items():
         for arm in arms:
             test = cells.get(arm.label, {}).get("vs_reference")
@@ -690,21 +689,24 @@ def _tests(table: dict[str, Any], arms: list[Arm], reference: str, noun: str) ->
                 continue
             for key in ("peak", "final"):
                 t = test[key]
+                names.append(t["test"])
                 rows.append(
-                    f"| {env} | {arm.name} | {key} | {t['difference']:+.3f} | "
-                    f"{_number(t['p_value'])} | {_number(t['detectable'])} |"
+                    f"| {env} | {arm.name} | {key} | {t['difference']:+.3f} | {t['test']} | "
+                    f"{_number(t['p_value'])} | {_number(t['p_holm'])} | {_number(t['detectable'])} |"
                 )
     if not rows:
         return []
     return [
-        f"## {reference} against each {noun} (Welch's t-test over seeds)",
+        f"## {reference} against each {noun} ({' / '.join(dict.fromkeys(names))} over seeds)",
         "",
-        f"Difference = {reference} minus the {noun}. Detectable = the smallest difference this many seeds "
-        "would detect at alpha 0.05 with 80% power, given the spread measured here: a difference below it is "
-        "not separated.",
+        f"Difference = {reference} minus the {noun}; the unit is the seed (one value per run). The paired "
+        "t-test pairs the two runs of each seed where both ran the same seeds; Welch's t-test compares the "
+        "two sets of runs otherwise. Holm p = the p-value adjusted over every test of this table (Holm's "
+        "step-down). Detectable = the smallest difference this many seeds would detect at alpha 0.05 with "
+        "80% power, given the spread measured here: a difference below it is not separated.",
         "",
-        f"| task | {noun} | success | difference | p-value | detectable |",
-        "|---|---|---|---|---|---|",
+        f"| task | {noun} | success | difference | test | p-value | Holm p | detectable |",
+        "|---|---|---|---|---|---|---|---|",
         *rows,
         "",
     ]

@@ -18,13 +18,21 @@ from algorithms.trajectory import Trajectory
 from envs.seeds import VALIDATION, seeds
 
 
-def episode(success: bool, *, turns: int = 1, invalid: int = 0, tokens: int = 2, reward: float = 0.0):
+def episode(
+    success: bool, *, turns: int = 1, invalid: int = 0, tokens: int = 2, reward: float = 0.0, seed: int = 0
+):
     ids = [7] * (tokens * turns)
     spans = [(i * tokens, (i + 1) * tokens) for i in range(turns)]
     return Trajectory(
         ids, [1] * len(ids), [0.0] * len(ids), spans, [reward] + [0.0] * (turns - 1), ["stop"] * turns,
-        env_seed=0, group_id=0, collection_step=0, policy_version=0, success=success, invalid_turns=invalid,
+        env_seed=seed, group_id=0, collection_step=0, policy_version=0, success=success,
+        invalid_turns=invalid,
     )  # fmt: skip
+
+
+def task(seed: int, successes: int, samples: int) -> list[Trajectory]:
+    """One task's group: ``successes`` of ``samples`` episodes succeed."""
+    return [episode(i < successes, seed=seed) for i in range(samples)]
 
 
 # ---------------------------------------------------------------------------------------------- pure parts
@@ -46,14 +54,20 @@ def test_pass_at_ks_are_powers_of_two_and_the_sample_count():
 
 
 def test_summary_of_two_tasks_by_hand():
+    first = episode(True, reward=1.0, turns=2, invalid=1, tokens=3, seed=11)
     groups = [
-        [episode(True, reward=1.0, turns=2, invalid=1, tokens=3), episode(False), episode(False)],
-        [episode(True, reward=1.0), episode(True, reward=1.0), episode(True, reward=1.0)],
+        [first, episode(False, seed=11), episode(False, seed=11)],
+        [episode(True, reward=1.0, seed=5) for _ in range(3)],
     ]
     metrics = summarize_episodes(groups, split="validation")
     assert set(metrics) == {*METRIC_KEYS, "pass@1", "pass@2", "pass@3"}
     assert metrics["success"] == pytest.approx(4 / 6)
-    assert (metrics["success_ci95_low"], metrics["success_ci95_high"]) == wilson_interval(4, 6)
+    assert (metrics["task_seeds"], metrics["task_successes"]) == ([11, 5], [1, 3])
+    # Task means 1/3 and 1: sd = sqrt(2/9), half-width t_0.975(1) x sd / sqrt 2 = 12.706 x 0.333 > 1.
+    assert (metrics["success_ci95_low"], metrics["success_ci95_high"]) == (0.0, 1.0)
+    assert metrics["success_ci95_method"] == "task-clustered t"
+    # s^2 k / (p (1 - p)) = (2/9) x 3 / (2/3 x 1/3) = 3.
+    assert metrics["design_effect"] == pytest.approx(3.0)
     # pass@k per task: 1 - C(n - c, k) / C(n, k) with n = 3: c = 1 gives 1/3, 2/3, 1; c = 3 gives 1.
     assert metrics["pass@1"] == pytest.approx((1 / 3 + 1) / 2)
     assert metrics["pass@2"] == pytest.approx((2 / 3 + 1) / 2)
@@ -67,11 +81,44 @@ def test_summary_of_two_tasks_by_hand():
     assert metrics["split"] == "validation"
 
 
+def test_task_clustered_interval_of_four_tasks_by_hand():
+    # 3, 2, 2 and 1 successes of 4: task means 0.75, 0.5, 0.5, 0.25, mean 0.5, variance (2 x 0.0625) / 3
+    # = 1/24; t_0.975(3) = 3.182446 (the t table), half-width 3.182446 x sqrt(1/24) / sqrt(4) = 0.324808.
+    metrics = summarize_episodes([task(1, 3, 4), task(2, 2, 4), task(3, 2, 4), task(4, 1, 4)], split="test")
+    assert metrics["success_ci95_method"] == "task-clustered t"
+    assert metrics["success_ci95_low"] == pytest.approx(0.5 - 0.324808, abs=1e-6)
+    assert metrics["success_ci95_high"] == pytest.approx(0.5 + 0.324808, abs=1e-6)
+    # Against 16 independent episodes the clustering here shrinks the variance: (1/24) x 4 / 0.25 = 2/3.
+    assert metrics["design_effect"] == pytest.approx(2 / 3)
+    assert (metrics["task_seeds"], metrics["task_successes"]) == ([1, 2, 3, 4], [3, 2, 2, 1])
+
+
+def test_one_sample_a_task_or_no_spread_between_tasks_keeps_wilson():
+    single = summarize_episodes([task(7, 1, 1), task(8, 0, 1), task(9, 1, 1)], split="validation")
+    assert single["success_ci95_method"] == "wilson" and single["design_effect"] == 1.0
+    assert (single["success_ci95_low"], single["success_ci95_high"]) == wilson_interval(2, 3)
+    assert (single["task_seeds"], single["task_successes"]) == ([7, 8, 9], [1, 0, 1])
+    # No success at all on 2 x 4 episodes: a t interval would have no width; the design effect is undefined.
+    none = summarize_episodes([task(1, 0, 4), task(2, 0, 4)], split="validation")
+    assert none["success_ci95_method"] == "wilson" and math.isnan(none["design_effect"])
+    assert (none["success_ci95_low"], none["success_ci95_high"]) == wilson_interval(0, 8)
+
+
+def test_summary_reads_only_the_endpoint_fields_of_an_episode():
+    # An evaluation of an endpoint hands objects with these fields only.
+    fields = dict(num_turns=1, invalid_turns=0, episode_return=0.0, num_response_tokens=3)
+    groups = [[SimpleNamespace(success=s, env_seed=seed, **fields) for s in (True, False)] for seed in (4, 6)]
+    metrics = summarize_episodes(groups, split="validation")
+    assert metrics["success"] == 0.5 and metrics["task_successes"] == [1, 1]
+
+
 def test_summary_rejects_uneven_or_empty_groups():
     with pytest.raises(ValueError, match="same number of samples"):
         summarize_episodes([[episode(True)], [episode(True), episode(False)]], split="validation")
     with pytest.raises(ValueError, match="at least one"):
         summarize_episodes([], split="validation")
+    with pytest.raises(ValueError, match=r"a group is one task, but its episodes have the env seeds \[1, 2"):
+        summarize_episodes([[episode(True, seed=1), episode(True, seed=2)]], split="validation")
 
 
 # ---------------------------------------------------------------------------------------------- config
@@ -157,6 +204,9 @@ def test_evaluate_policy_rolls_out_the_splits_first_tasks_without_touching_train
     assert call["seeds"] == seeds("validation", 4) and call["group_size"] == 2
     assert call["top_p"] == 0.7 and call["temperature"] is None and call["log_metrics"] is False
     assert metrics["success"] == 0.5 and metrics["pass@2"] == 0.5 and metrics["num_episodes"] == 8
+    # Per-task outcomes by the split's task seeds (the stand-in solves the even ones).
+    assert metrics["task_seeds"] == seeds("validation", 4)
+    assert metrics["task_successes"] == [2 if seed % 2 == 0 else 0 for seed in seeds("validation", 4)]
     # Nothing of training moved: its cursor, group ids, sampling stream and metrics.
     assert (algo._task_cursor, algo._next_group_id, algo._rng.bit_generator.state) == training_state
     assert runner.metrics_read == 0 and algo.metrics.reduce() == {}

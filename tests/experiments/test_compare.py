@@ -4,6 +4,7 @@ of any key (``--arms``)."""
 from __future__ import annotations
 
 import json
+import math
 import re
 from pathlib import Path
 
@@ -103,25 +104,53 @@ def test_aggregate_mean_std_and_range_over_seeds():
 
 def test_freshper_is_tested_against_each_mode_with_its_power():
     fresh = [synthetic_run("freshper", k, [0.2, p, p]) for k, p in enumerate([0.40, 0.45, 0.50])]
-    on_policy = [synthetic_run("on_policy", k, [0.2, p, p]) for k, p in enumerate([0.20, 0.25, 0.30])]
+    on_policy = [synthetic_run("on_policy", k, [0.2, p, p]) for k, p in enumerate([0.20, 0.30, 0.25])]
     for run in fresh:
         run["training"] = [{"replay/is_weight_mean": 0.5, "replay/success_fraction": 0.4}, {}]
     table = compare.aggregate([*fresh, *on_policy], "freshper")["freshrl/FrozenLake-v0"]
     test = table["on_policy"]["vs_reference"]["peak"]
+    # The same seeds 0-2 in both arms: paired by seed. Differences 0.20, 0.15, 0.25: mean 0.2, sd 0.05,
+    # t = 0.2 / (0.05 / sqrt 3) = 6.928 on 2 degrees of freedom, whose survival function is
+    # 1/2 - t / (2 sqrt(t^2 + 2)) = 0.010102.
+    assert (test["test"], test["unit"], test["n"]) == ("paired t-test", "seed", 3)
     assert test["difference"] == pytest.approx(0.2)
-    # Welch: se = sqrt(2 x 0.0025 / 3), t = 0.2 / se = 4.899 on 4 degrees of freedom.
-    assert test["p_value"] == pytest.approx(0.00805, abs=2e-4)
-    assert 0 < test["detectable"] < 0.2
+    assert test["p_value"] == pytest.approx(2 * (0.5 - 6.928203 / (2 * math.sqrt(6.928203**2 + 2))), abs=1e-6)
+    # (t_0.975(2) + t_0.8(2)) x 0.05 / sqrt 3, from the t table: (4.302653 + 1.060660) x 0.028868.
+    assert test["detectable"] == pytest.approx((4.302653 + 1.060660) * 0.05 / math.sqrt(3), abs=1e-5)
+    # Holm over the table's two tests (peak and final, equal here): 2 x p for both.
+    assert test["p_holm"] == pytest.approx(2 * test["p_value"])
     assert "vs_reference" not in table["freshper"]
     assert table["freshper"]["replay"]["replay/is_weight_mean"] == 0.5
     assert table["on_policy"]["replay"]["replay/is_weight_mean"] is None
     args = compare.parse_args(["--modes", "on_policy", "freshper", "--seeds", "3"])
     runs = [*fresh, *on_policy]
     text = compare.markdown(args, compare.aggregate(runs, "freshper"), runs, "cmd")
-    assert "## FreshPER against each mode (Welch's t-test over seeds)" in text
-    assert "Difference = FreshPER minus the mode." in text
-    assert "| freshrl/FrozenLake-v0 | on-policy | peak | +0.200 | 0.008 |" in text
+    assert "## FreshPER against each mode (paired t-test over seeds)" in text
+    assert "Difference = FreshPER minus the mode; the unit is the seed" in text
+    assert (
+        "| freshrl/FrozenLake-v0 | on-policy | peak | +0.200 | paired t-test | 0.020 | 0.040 | 0.155 |"
+        in text
+    )
     assert "| freshrl/FrozenLake-v0 | FreshPER | 0.500 |" in text  # the replay table, is_weight_mean first
+
+
+def test_arms_on_other_seeds_get_welchs_test_and_holm_spans_the_whole_table():
+    from scipy import stats
+
+    fresh = [synthetic_run("freshper", k, [0.2, p, p]) for k, p in enumerate([0.40, 0.45, 0.50])]
+    on_policy = [synthetic_run("on_policy", k, [0.2, p, p]) for k, p in enumerate([0.20, 0.30, 0.25])]
+    per = [synthetic_run("per", k, [0.2, p, p]) for k, p in enumerate([0.30, 0.20])]  # seed 2 missing
+    table = compare.aggregate([*fresh, *on_policy, *per], "freshper")["freshrl/FrozenLake-v0"]
+    welch = table["per"]["vs_reference"]["final"]
+    assert (welch["test"], welch["unit"], welch["n"]) == ("Welch's t-test", "seed", 5)
+    reference = stats.ttest_ind([0.40, 0.45, 0.50], [0.30, 0.20], equal_var=False).pvalue
+    assert welch["p_value"] == pytest.approx(reference)
+    # Holm over the 4 tests (2 arms x peak, final; peak = final here): p_paired < p_welch, so the two paired
+    # ones get 4 x p_paired, the two Welch ones max(4 x p_paired, 2 x p_welch, 1 x p_welch).
+    paired = table["on_policy"]["vs_reference"]["peak"]["p_value"]
+    assert paired < welch["p_value"]
+    assert table["on_policy"]["vs_reference"]["final"]["p_holm"] == pytest.approx(4 * paired)
+    assert welch["p_holm"] == pytest.approx(max(4 * paired, 2 * welch["p_value"]))
 
 
 def test_the_replay_table_reports_how_fast_replayed_data_went_stale():
@@ -320,8 +349,8 @@ def test_generic_arms_report_tests_the_first_arm_and_shows_the_cost():
     }
     text = compare.markdown(args, table, runs, "cmd")
     assert text.startswith("# lora_rank=0 vs lora_rank=16 (DAPO, tiny scale)\n")
-    assert "## lora_rank=0 against each arm (Welch's t-test over seeds)" in text
-    assert "Difference = lora_rank=0 minus the arm." in text
+    assert "## lora_rank=0 against each arm (paired t-test over seeds)" in text
+    assert "Difference = lora_rank=0 minus the arm; the unit is the seed" in text
     assert "| freshrl/FrozenLake-v0 | lora_rank=16 | peak | +0.200 |" in text
     assert "| task | lora_rank=0 | lora_rank=16 |" in text
     assert "## Cost per arm (mean over seeds; range)" in text
