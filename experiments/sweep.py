@@ -23,17 +23,25 @@ one of Tune's searchers (``random`` = Tune's ``BasicVariantGenerator`` drawing f
 one at a time unless ``--max-concurrent`` says otherwise (on a cluster: docs/scaling.md).
 
 Output: Tune's own results folder ``<--storage-path>/<--name>`` (per trial: ``result.json``, ``progress.csv``,
-TensorBoard event files, the final checkpoint) and ``summary.md`` / ``summary.json`` there: the grid points'
+TensorBoard event files) and ``summary.md`` / ``summary.json`` there: the grid points'
 final and peak validation success, mean over their seeds with 95% t intervals, and the best point; every
 trial's settings, peak and final validation success, and Tune's best configuration by peak validation success
-(ties go to the first trial); with more than one point, ``success-vs-tau.png``: final validation success
+(ties go to the lowest trial id); with more than one point, ``success-vs-tau.png``: final validation success
 against tau, one line per eps_high (experiments/common/sweep_points.py). ``tensorboard --logdir
 <--storage-path>`` shows the curves.
 
+Checkpoints (experiments/common/sweep_checkpoints.py): a trial checkpoints after every iteration and its
+checkpoint is deleted when it finishes; ``--keep-checkpoints`` keeps the best finished trial's. Unfinished and
+errored trials keep theirs. The summary names the checkpoint kept. Before training, the sweep checks that the
+disk of ``--storage-path`` has room for the checkpoints that can exist at once
+(experiments/common/disk_space.py); a disk that fills up anyway ends the sweep with the summary of the trials
+finished so far.
+
 ``--resume --name <name>`` continues an interrupted sweep with Tune's own restore: finished trials are kept,
-unfinished ones continue from their latest checkpoint (trials checkpoint after every iteration), errored ones
-start again. Tune keeps the original search space and stopping rule; give the same options as the first
-command so that the summary's header describes it. ``--report-only --name <name>`` (the same options again)
+unfinished ones continue from their latest checkpoint (read first: an unreadable file is named), errored ones
+start again (their old checkpoints, which nothing resumes from, are deleted). Tune keeps the original search
+space, stopping rule and checkpoint policy; give the same options as the first command so that the summary's
+header describes it. ``--report-only --name <name>`` (the same options again)
 writes the summary of a stopped sweep from Tune's folder without training: a summary with fewer finished
 trials than the grid plans is headed "Partial: k of n trials finished" and names the missing ones
 (``summary.json``: ``planned_trials``, ``missing``); only finished trials count in the grid points. Each
@@ -50,6 +58,7 @@ import functools
 import importlib.util
 import math
 import sys
+import tempfile
 import time
 from collections import Counter
 from pathlib import Path
@@ -58,17 +67,25 @@ from typing import Any
 from ray.rllib.callbacks.callbacks import RLlibCallback
 
 from algorithms.dapo import DAPO, DAPOConfig
-from experiments.common import sweep_points
+from experiments.common import disk_space, sweep_points
+from experiments.common.checkpoints import check_restorable
 from experiments.common.ray_session import start_ray
 from experiments.common.results_json import provenance, write_json
 from experiments.common.run_config import RunSettings, build_config
 from experiments.common.run_options import add_aliases, add_settings_option, check_env_id
+from experiments.common.sweep_checkpoints import (
+    VALIDATION_METRIC,
+    DropFinishedCheckpoints,
+    StopWhenDiskFull,
+    best_row,
+    drop_checkpoints,
+    trial_checkpoints,
+)
 from experiments.common.sweep_points import tau_label
 from experiments.common.training_metrics import MOSTLY_UNTRAINED_SHARE
 from experiments.common.workload import add_workload_args, workload_config, workload_settings
 
 PROG = "python -m experiments.sweep"
-VALIDATION_METRIC = "evaluation/success"
 PLOT_NAME = "success-vs-tau.png"
 DEFAULT_TAUS = [50.0, 500.0]
 DEFAULT_EPS_HIGH = [0.2, 0.28]
@@ -148,6 +165,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--report-only",
         action="store_true",
         help="write the summary of the sweep --name from its finished trials, training nothing",
+    )
+    parser.add_argument(
+        "--keep-checkpoints",
+        action="store_true",
+        help="keep the best finished trial's checkpoint (by default a trial's is deleted when it finishes)",
     )
     add_workload_args(parser)
     args = parser.parse_args(argv)
@@ -278,9 +300,9 @@ def run_sweep(args: argparse.Namespace):
     start_ray(runtime_env=worker_runtime_env(args.log_file))
     folder = Path(args.storage_path).resolve() / args.name
     if args.resume:
-        if not tune.Tuner.can_restore(folder):
-            raise SystemExit(f"sweep: no Tune experiment to resume at {folder}; check --storage-path/--name")
-        # Tune keeps the original search space and stop criteria; the command's other options are ignored.
+        prepare_resume(args, load_results(folder))
+        # Tune keeps the original search space, stop criteria and callbacks (the checkpoint policy); the
+        # command's other options are ignored.
         return tune.Tuner.restore(str(folder), trainable=DAPO, restart_errored=True).fit()
     config, searcher, samples = search_space(args)
     tuner = tune.Tuner(
@@ -300,10 +322,51 @@ def run_sweep(args: argparse.Namespace):
             checkpoint_config=tune.CheckpointConfig(
                 checkpoint_frequency=1, checkpoint_at_end=True, num_to_keep=1
             ),
+            callbacks=[
+                DropFinishedCheckpoints(args.run.iterations, keep_best=args.keep_checkpoints),
+                StopWhenDiskFull(),
+            ],
             verbose=1,
         ),
     )
     return tuner.fit()
+
+
+def prepare_resume(args: argparse.Namespace, results) -> None:
+    """Before ``--resume``: a ``SystemExit`` naming the unreadable file of an unfinished trial's checkpoint
+    (Tune would restore from it), and the errored trials' checkpoints deleted (Tune restarts those trials from
+    their first iteration, as new trials: nothing would ever read them)."""
+    for row in trial_rows(results, args.run.iterations):
+        if row["status"] == "unfinished" and row["checkpoint"]:
+            check_restorable(
+                PROG,
+                row["checkpoint"],
+                f"Delete {row['checkpoint']}: the next --resume then marks trial {row['trial']} errored and "
+                "the one after it runs the trial again from its first iteration; or start a new sweep with "
+                "another --name.",
+            )
+        elif row["status"] == "error" and trial_checkpoints(row["path"]):
+            print(f"sweep: deleting errored trial {row['trial']}'s checkpoints; --resume restarts it")
+            drop_checkpoints(row["path"])
+
+
+def check_disk(args: argparse.Namespace, folder: Path, config: DAPOConfig) -> int:
+    """The disk the sweep needs in ``folder`` (a ``SystemExit`` naming it, the space needed and free where
+    the disk is short): the checkpoints its running trials can hold at once, and the best one kept."""
+    checkpoint = disk_space.checkpoint_bytes(config.model_path, config.lora_rank)
+    trials = len(planned_trials(args) or []) or args.num_samples or 4
+    running = min(args.max_concurrent, trials)
+    # Per running trial: its latest checkpoint, the next one (Tune deletes the latest only once the next is
+    # stored), and the temporary folder the next is written to first, where that is on the same disk.
+    per_trial = 2 + disk_space.same_disk(tempfile.gettempdir(), folder)
+    fixes = ["give --storage-path on a disk with room"]
+    if running > 1:
+        fixes.append("a lower --max-concurrent")
+    if args.keep_checkpoints:
+        fixes.append("leave out --keep-checkpoints")
+    return disk_space.check_free_space(
+        PROG, folder, checkpoint, running * per_trial + args.keep_checkpoints, ", or ".join(fixes)
+    )
 
 
 def load_results(folder: Path):
@@ -316,10 +379,11 @@ def load_results(folder: Path):
 
 
 def trial_rows(results, iterations: int) -> list[dict[str, Any]]:
-    """One row per trial: its settings, its validation success (peak and final) and its wall time. A trial
-    that stopped before ``iterations`` without an error is ``unfinished``. The final validation success is
-    NaN where the trial's last evaluation came before its last iteration (``last_evaluated_iteration``):
-    it would be an earlier policy's."""
+    """One row per trial: its settings, its validation success (peak and final), its wall time and its
+    checkpoint where it still has one (None: deleted, or never written). A trial that stopped before
+    ``iterations`` without an error is ``unfinished``. The final validation success is NaN where the trial's
+    last evaluation came before its last iteration (``last_evaluated_iteration``): it would be an earlier
+    policy's."""
     rows = []
     for result in results:
         frame = result.metrics_dataframe
@@ -331,6 +395,8 @@ def trial_rows(results, iterations: int) -> list[dict[str, Any]]:
         final = latest.get("success", math.nan) if latest.get("iteration") == trained else math.nan
         untrained = iterations_without_training(frame)
         status = "error" if result.error else "ok" if trained >= iterations else "unfinished"
+        # Tune's record names a finished trial's last checkpoint even once DropFinishedCheckpoints deleted it.
+        checkpoint = result.checkpoint.path if result.checkpoint else None
         rows.append(
             {
                 "trial": metrics.get("trial_id", Path(result.path).name),
@@ -348,7 +414,7 @@ def trial_rows(results, iterations: int) -> list[dict[str, Any]]:
                 "minutes": float(metrics.get("time_total_s", math.nan)) / 60,
                 "status": status,
                 "path": result.path,
-                "checkpoint": result.checkpoint.path if result.checkpoint else None,
+                "checkpoint": checkpoint if checkpoint and Path(checkpoint).is_dir() else None,
             }
         )
     return rows
@@ -362,12 +428,6 @@ def iterations_without_training(frame) -> int:
     if "rollout/groups_from_surplus" in frame:
         kept = kept + frame["rollout/groups_from_surplus"].fillna(0)
     return int((kept == 0).sum())
-
-
-def best_row(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """The trial with the highest peak validation success (first one on ties)."""
-    scored = [row for row in rows if row["status"] == "ok" and not math.isnan(row["peak_validation_success"])]
-    return max(scored, key=lambda row: row["peak_validation_success"]) if scored else None
 
 
 def summary_markdown(
@@ -443,9 +503,37 @@ def summary_markdown(
         lines.append(
             f"Best trial by peak validation success (Tune's best configuration){tie_note}: "
             f"tau = {tau_label(best['tau'])}, eps_high = {best['eps_high']:g} "
-            f"({best['peak_validation_success']:.3f}); checkpoint {best['checkpoint']}"
+            f"({best['peak_validation_success']:.3f})."
         )
+    lines += ["", checkpoints_sentence(rows, best)]
     return "\n".join(lines) + "\n"
+
+
+def kept_checkpoints(rows: list[dict[str, Any]]) -> dict[str, list[str]]:
+    """The checkpoints still on disk, by their trials' status: ``ok`` (finished: the best one's with
+    --keep-checkpoints), ``unfinished`` (for --resume), ``error`` (until --resume restarts the trial)."""
+    return {
+        status: [row["checkpoint"] for row in rows if row["status"] == status and row["checkpoint"]]
+        for status in ("ok", "unfinished", "error")
+    }
+
+
+def checkpoints_sentence(rows: list[dict[str, Any]], best: dict[str, Any] | None) -> str:
+    kept = kept_checkpoints(rows)
+    if best is not None and kept["ok"] == [best["checkpoint"]]:
+        sentence = f"Checkpoint kept: the best trial's, {best['checkpoint']}."
+    elif kept["ok"]:
+        sentence = f"Checkpoints of finished trials kept: {', '.join(kept['ok'])}."
+    else:
+        sentence = (
+            "No finished trial's checkpoint was kept (each is deleted when its trial finishes; "
+            "--keep-checkpoints keeps the best one's)."
+        )
+    if kept["unfinished"]:
+        sentence += f" Unfinished trials keep theirs for --resume: {', '.join(kept['unfinished'])}."
+    if kept["error"]:
+        sentence += f" Errored trials keep theirs until --resume restarts them: {', '.join(kept['error'])}."
+    return sentence
 
 
 def _number(value: float, spec: str = ".3f") -> str:
@@ -460,22 +548,46 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     args.name = args.name or f"sweep-{args.run.env.split('/')[-1]}-{time.strftime('%Y%m%d-%H%M%S')}"
     folder = Path(args.storage_path).resolve() / args.name
     if args.report_only:
-        results = load_results(folder)
-    else:
-        args.log_file = install(folder / LOG_FILE_NAME)
+        return write_summary(args, arguments, folder, load_results(folder))
+    if args.resume:
+        from ray import tune
+
+        # Before the disk check, which builds the starting model (a warm start takes minutes).
+        if not tune.Tuner.can_restore(folder):
+            raise SystemExit(f"sweep: no Tune experiment to resume at {folder}; check --storage-path/--name")
+    args.log_file = install(folder / LOG_FILE_NAME)
+    needed = check_disk(args, folder, workload_config(args.run, PROG))
+    full = None  # the error of a disk that filled up
+    try:
         results = run_sweep(args)
+    except Exception as error:  # a full disk ends the sweep with the trials finished so far reported
+        if not disk_space.disk_full(error):
+            raise
+        results, full = load_results(folder), error
+    full = full or next((result.error for result in results if disk_space.disk_full(result.error)), None)
+    summary = write_summary(args, arguments, folder, results)
+    if full is not None:
+        finished = summary["planned_trials"] - len(summary["missing"])
+        raise SystemExit(
+            disk_space.disk_full_message(
+                PROG,
+                folder,
+                needed,
+                f"{finished} of {summary['planned_trials']} trials finished; their summary is in "
+                f"{folder / 'summary.md'}. Free space (or give --storage-path on another disk), then "
+                f"continue with --resume --name {args.name}.",
+            )
+        ) from full
+    return summary
+
+
+def write_summary(args: argparse.Namespace, arguments: list[str], folder: Path, results) -> dict[str, Any]:
+    """Writes summary.md, summary.json and the plot of Tune's ``results``; returns the summary."""
     rows = trial_rows(results, args.run.iterations)
     best = best_row(rows)
     planned, missing = missing_trials(args, rows)
     markdown = summary_markdown(args, rows, best)
-    (folder / "summary.md").write_text(markdown)
     grid = sweep_points.points(rows)
-    if len(grid) > 1:
-        title = (
-            f"{args.run.env}: final validation success after {args.run.iterations} iterations\n"
-            "(mean over seeds, 95% t interval)"
-        )
-        sweep_points.plot(grid, folder / PLOT_NAME, title)
     summary = {
         "env": args.run.env,
         "replay": args.config.replay_mode,
@@ -487,13 +599,23 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "best_point": sweep_points.best_point(grid),
         "planned_trials": planned,
         "missing": missing,
+        "checkpoints": kept_checkpoints(rows),
         # The summary names the command that trains its trials; one written with --report-only says so.
         "provenance": {
             **provenance(PROG, [item for item in arguments if item != "--report-only"], args.config),
             "report_only": args.report_only,
         },
     }
-    write_json(folder / "summary.json", summary)
+    later = f"Free space, then write the summary with --report-only --name {args.name}."
+    with disk_space.exit_when_full(PROG, folder, disk_space.MARGIN_BYTES, later):
+        (folder / "summary.md").write_text(markdown)
+        if len(grid) > 1:
+            title = (
+                f"{args.run.env}: final validation success after {args.run.iterations} iterations\n"
+                "(mean over seeds, 95% t interval)"
+            )
+            sweep_points.plot(grid, folder / PLOT_NAME, title)
+        write_json(folder / "summary.json", summary)
     print(markdown)
     print(f"wrote {folder / 'summary.md'} and summary.json; TensorBoard: tensorboard --logdir {folder}")
     return summary

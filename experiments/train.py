@@ -27,12 +27,16 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import math
+import os
 import time
 from pathlib import Path
 from typing import Any
 
+from experiments.common import disk_space
 from experiments.common.allocator import describe
+from experiments.common.checkpoints import TOP_METADATA, restore
 from experiments.common.run_config import (
     RunSettings,
     SettingsError,
@@ -70,6 +74,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--output", default=None, help="results folder (default results/<env>-<time>)")
     parser.add_argument("--resume", default=None, help="checkpoint folder to continue from")
     args = parser.parse_args(argv)
+    if args.resume and not (Path(args.resume) / TOP_METADATA).is_file():
+        parser.error(
+            f"--resume {args.resume} is not a checkpoint folder (it has no {TOP_METADATA}); give the "
+            "checkpoint folder of a run's output (<output>/checkpoint)"
+        )
     base = base_settings(PROG, args.settings, args.env, args.model)
     args.run = settings_from_args(PROG, args, base)
     check_env_id(args.run.env)
@@ -145,10 +154,25 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         f"freshrl: training {settings.algorithm} + {config.replay_mode} at the {settings.resolved_scale} "
         f"scale on {settings.env}; results in {output}, full log in {log_file}"
     )
+    checkpoint_size = disk_space.checkpoint_bytes(model, config.lora_rank)
+    needed = disk_space.check_free_space(PROG, output, checkpoint_size, 1, "give --output on a roomier disk")
+    # A full disk mid-run ends the run with a message; metrics.csv keeps the iterations written before it.
+    disk_full = functools.partial(
+        disk_space.exit_when_full,
+        PROG,
+        output,
+        needed,
+        f"{output / 'metrics.csv'} holds the iterations trained so far. Free space (or give --output on "
+        "another disk) and run again; a checkpoint cut short there cannot be resumed: delete it.",
+    )
     start_ray(runtime_env=worker_runtime_env(log_file))
     algo = config.build_algo()
     if args.resume:
-        algo.restore_from_path(str(Path(args.resume).resolve()))
+        fix = (
+            f"Delete {Path(args.resume).resolve()} and give --resume an earlier run's checkpoint, or start "
+            "afresh without --resume."
+        )
+        restore(PROG, algo, args.resume, fix)
         print(f"resumed from {args.resume} at iteration {algo.iteration}")
 
     before = algo.evaluate_policy()
@@ -174,14 +198,16 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                     f"{index + 1} iterations so far)"
                 )
             bar.set_postfix(progress_postfix(flat, untrained))
-            _write_csv(csv_path, rows)
+            with disk_full():
+                _write_csv(csv_path, rows)
 
     if len(rows) not in evaluations:  # a resumed run whose last iteration is off the evaluation interval
         evaluations[len(rows)] = algo.evaluate_policy()
     after = evaluations[len(rows)]
     print(f"success after:  {success_line(after)}")
     print(change_sentence(before, after))
-    checkpoint = algo.save_to_path(str((output / "checkpoint").resolve()))
+    with disk_full():
+        checkpoint = algo.save_to_path(str((output / "checkpoint").resolve()))
     mostly_untrained = untrained > MOSTLY_UNTRAINED_SHARE * len(rows)
     warning = f"{untrained} of {len(rows)} iterations trained nothing" if mostly_untrained else None
     validation = {iteration: metrics["success"] for iteration, metrics in evaluations.items()}
@@ -205,7 +231,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "checkpoint": str(checkpoint),
         "provenance": record,
     }
-    write_json(output / "summary.json", summary)
+    with disk_full():
+        write_json(output / "summary.json", summary)
     if mostly_untrained:
         print(
             f"WARNING: {untrained} of {len(rows)} iterations trained nothing (0 informative groups: every "
@@ -219,13 +246,19 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
 
 def _write_csv(path: Path, rows: list[dict[str, float]]) -> None:
+    """Rewrites ``path`` whole, atomically: a write cut short (a full disk) leaves the previous file."""
     import csv
 
     columns = sorted({key for row in rows for key in row})
-    with path.open("w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=columns)
-        writer.writeheader()
-        writer.writerows(rows)
+    partial = path.with_name(f".{path.name}.partial")
+    try:
+        with partial.open("w", newline="") as handle:
+            writer = csv.DictWriter(handle, fieldnames=columns)
+            writer.writeheader()
+            writer.writerows(rows)
+        os.replace(partial, path)
+    finally:
+        partial.unlink(missing_ok=True)
 
 
 if __name__ == "__main__":

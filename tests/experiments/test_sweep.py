@@ -48,7 +48,11 @@ def test_sweep_cli_writes_tune_results_tensorboard_and_summary(tmp_path, tiny_wo
         assert row["last_evaluated_iteration"] == 2
         assert all(r["evaluation"]["num_episodes"] == 4 for r in results)
         assert all("success_ci95_low" in r["evaluation"] for r in results)
-        assert row["checkpoint"] is not None
+        assert row["checkpoint"] is None
+    # A finished trial's checkpoint is deleted as it finishes (without --keep-checkpoints): none is left.
+    assert not list(folder.rglob("checkpoint_*"))
+    assert summary["checkpoints"] == {"ok": [], "unfinished": [], "error": []}
+    assert "No finished trial's checkpoint was kept" in (folder / "summary.md").read_text()
     assert summary["best"]["trial"] == trials[0]["trial"]
     saved = json.loads((folder / "summary.json").read_text())
     assert saved["best"]["trial"] == summary["best"]["trial"]
@@ -58,7 +62,8 @@ def test_sweep_cli_writes_tune_results_tensorboard_and_summary(tmp_path, tiny_wo
     text = (folder / "summary.md").read_text()
     assert f"| {trials[0]['trial']} **(best)** | 50 | 0.28 |" in text
 
-    # --resume restores the Tune experiment: the finished trial is kept as it was, not run again.
+    # --resume restores the Tune experiment: the finished trial is kept as it was, not run again (its
+    # checkpoint is gone: nothing reads it).
     resumed = sweep.main([*argv, *tiny_workload, "--storage-path", str(tmp_path), "--name", "s", "--resume"])
     assert [(r["trial"], r["iterations"], r["status"]) for r in resumed["trials"]] == [
         (trials[0]["trial"], 2, "ok")
@@ -66,6 +71,7 @@ def test_sweep_cli_writes_tune_results_tensorboard_and_summary(tmp_path, tiny_wo
     assert resumed["trials"][0]["peak_validation_success"] == trials[0]["peak_validation_success"]
     with pytest.raises(SystemExit, match="no Tune experiment to resume"):
         sweep.main([*argv, *tiny_workload, "--storage-path", str(tmp_path), "--name", "none", "--resume"])
+    assert not (tmp_path / "none").exists()  # refused before anything was written
 
     # --report-only writes the summary from Tune's folder, training nothing; the command it records is the
     # sweep's own.

@@ -5,10 +5,12 @@ from __future__ import annotations
 import csv
 import json
 import math
+import shutil
 
 import pytest
 
 from experiments import train
+from experiments.common import checkpoints
 from experiments.common.run_config import RunSettings, SettingsError, build_config, starting_model
 from experiments.common.training_metrics import trained_nothing
 from models.tiny import tiny_lm_path
@@ -53,6 +55,14 @@ def test_train_writes_results_and_resumes(tmp_path, ray_session):
     assert dtypes["model_dtype_reason"] == dtypes["engine_dtype_reason"] == "float32: set explicitly"
     assert dtypes["cpu_capability"]
     assert (first / "checkpoint" / "rllib_checkpoint.json").exists()
+    # A copy of the checkpoint cut short (a full disk) names its bad file (test_checkpoints.py has the restore
+    # that reports it).
+    corrupt = shutil.copytree(first / "checkpoint", tmp_path / "corrupt")
+    assert checkpoints.bad_file(corrupt) is None
+    weights = max(corrupt.rglob("*.pkl"), key=lambda file: file.stat().st_size)
+    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    truncated = "unreadable (UnpicklingError: pickle data was truncated)"
+    assert checkpoints.bad_file(corrupt) == (weights, truncated)
 
     second = tmp_path / "second"
     train.main([*common, "--resume", str(first / "checkpoint"), "--output", str(second)])
@@ -142,6 +152,14 @@ def test_written_json_is_strict(tmp_path):
         "rows": [{"x": None}, [1.0, None]],
         "ok": 0.5,
     }
+
+
+def test_resume_needs_a_checkpoint_folder(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        train.parse_args(["--resume", str(tmp_path)])
+    assert f"--resume {tmp_path} is not a checkpoint folder" in capsys.readouterr().err
+    (tmp_path / "rllib_checkpoint.json").write_text("{}")
+    assert train.parse_args(["--resume", str(tmp_path)]).resume == str(tmp_path)
 
 
 def test_an_unregistered_env_names_the_module_colon_id_form():
