@@ -55,6 +55,26 @@ MAX_TEXT_CHARS = 65_536
 Task = TypeVar("Task")
 
 
+def bounded_text(body: str, *, head: str = "", limit: int = MAX_TEXT_CHARS) -> str:
+    """``head + body`` in at most ``limit`` characters: ``head`` (an error message) whole, ``body`` cut from
+    its start, the oldest text, behind a ``[... N characters cut]`` line; the newest text stays readable.
+
+    A ``head`` that leaves no room for any of ``body`` is returned alone, cut to ``limit``.
+    """
+    if len(head) + len(body) <= limit:
+        return head + body
+    cut = len(head) + len(body) - limit
+    while True:  # the marker's length depends on the digits of the count it reports
+        marker = f"[... {cut} characters cut]\n"
+        needed = len(head) + len(marker) + len(body) - limit
+        if needed <= cut:
+            break
+        cut = needed
+    if cut >= len(body):  # no room for any of the body beside the head
+        return head[:limit]
+    return head + marker + body[cut:]
+
+
 def draw_in_split(
     draw: Callable[[], Task],
     content: Callable[[Task], str],
@@ -308,9 +328,14 @@ class MultiTurnEnv(gym.Env):
         message = f"Invalid response: {parsed.error or 'could not parse an action'}."
         if reminder:
             message += f" {reminder}"
-        return Outcome(self.invalid_penalty, f"{message}\n{self._state_text()}", effective=False)
+        # The message says what went wrong and how to answer, so a long state gives way to it.
+        observation = bounded_text(self._state_text(), head=f"{message}\n")
+        return Outcome(self.invalid_penalty, observation, effective=False)
 
     def _observation(self, text: str):
+        # Every observation passes here: an env's or a server's text over MAX_TEXT_CHARS is cut from its
+        # start, so the observation space always contains it.
+        text = bounded_text(text)
         if self.image_shape is None:
             return text
         return {"text": text, "image": self._render_image()}

@@ -55,7 +55,7 @@ class OpenEnvClientEnv(MultiTurnEnv):
     ## Observation Space
     Text: the observation's fields rendered by :func:`render_observation` (``name: value`` lines), only the
     field ``observation_key`` when given, or ``observation_text(observation_dict)`` when given. Cut to
-    65,536 characters.
+    65,536 characters (a reprompt keeps its message and cuts the oldest text, ``envs.base.bounded_text``).
 
     ## Starting State
     The server's: ``reset(seed=s)`` sends ``{"seed": s, **reset_kwargs}``, so the task is fixed by the seed
@@ -74,12 +74,14 @@ class OpenEnvClientEnv(MultiTurnEnv):
 
     ``reset()`` raises :class:`OpenEnvUnavailable` (a ``ConnectionError``) naming the URL and the fix when
     the server cannot give a first observation: a wrong URL or a stopped server is a setup error, not an
-    episode to train on. A later ``reset()`` opens a new session.
+    episode to train on. A later ``reset()`` opens a new session. Between steps the session is kept alive
+    however long the policy takes (the connection answers the server's pings in the background).
 
     ## Arguments
     ``base_url`` (``http(s)://`` or ``ws(s)://`` host and port); ``transport`` (``"websocket"`` or
     ``"http"``); ``action_key`` or ``build_action``; ``observation_key`` or ``observation_text``;
-    ``reset_kwargs`` (extra JSON fields of the reset request); ``timeout_s`` (per message); ``max_turns``;
+    ``reset_kwargs`` (extra JSON fields of the reset request); ``timeout_s`` (per message); ``token`` (sent
+    as ``Authorization: Bearer <token>``, for a server started with ``--token``); ``max_turns``;
     ``success_reward``; ``reminder`` (the format line the ``reprompt`` policy restates); ``invalid_output``;
     ``invalid_penalty``. Callables must be picklable (module-level functions) for Ray's remote env runners.
 
@@ -98,6 +100,7 @@ class OpenEnvClientEnv(MultiTurnEnv):
         observation_text: Callable[[dict[str, Any]], str] | None = None,
         reset_kwargs: dict[str, Any] | None = None,
         timeout_s: float = 30.0,
+        token: str | None = None,
         max_turns: int = 16,
         success_reward: float = 1.0,
         reminder: str = DEFAULT_REMINDER,
@@ -135,7 +138,11 @@ class OpenEnvClientEnv(MultiTurnEnv):
         self.observation_text = observation_text
         self.success_reward = check_real("success_reward", success_reward)
         self.reminder = reminder
-        self._session = open_session(transport, base_url, timeout_s=self.timeout_s)  # checks base_url
+        if token is not None and (not isinstance(token, str) or not token or not token.isprintable()):
+            raise ValueError("token must be None or a non-empty printable string (the server's --token)")
+        self.token = token
+        # checks base_url
+        self._session = open_session(transport, base_url, timeout_s=self.timeout_s, token=token)
         self._text = ""
         self._server_error = ""
         self._warned_of_render = False

@@ -10,6 +10,10 @@ Every reply to a reset or a step is ``{"observation": {...}, "reward": float | n
 observation's own fields, without its ``reward``, ``done`` and ``metadata`` (``serialize_observation``
 leaves these out of ``observation``; ``metadata`` is not sent at all).
 
+A connection's background thread answers the server's keepalive pings between requests
+(``envs/ecosystem/websocket.py``), so a session survives a policy that thinks longer than the server's ping
+timeout. ``envs/ecosystem/openenv_server.py`` is the server's side of the same protocol.
+
 Two transports:
 
 - ``websocket`` (what OpenEnv's own ``EnvClient`` speaks): one session per connection to ``/ws``, with its
@@ -105,9 +109,10 @@ def parse_reply(payload: Any) -> Reply:
 class WebSocketSession:
     """One session on the server's ``/ws`` endpoint: its own env, kept across reset and step."""
 
-    def __init__(self, ws_base: str, *, timeout_s: float):
+    def __init__(self, ws_base: str, *, timeout_s: float, headers: dict[str, str] | None = None):
         self.url = f"{ws_base}/ws"
         self.timeout_s = timeout_s
+        self.headers = dict(headers or {})
         self._connection: WebSocketConnection | None = None
 
     def reset(self, data: dict[str, Any]) -> Reply:
@@ -131,7 +136,10 @@ class WebSocketSession:
         try:
             if self._connection is None:
                 self._connection = WebSocketConnection(
-                    self.url, timeout_s=self.timeout_s, max_message_bytes=MAX_REPLY_BYTES
+                    self.url,
+                    timeout_s=self.timeout_s,
+                    max_message_bytes=MAX_REPLY_BYTES,
+                    headers=self.headers,
                 )
             self._connection.send_text(body)
             raw = self._connection.receive_text()
@@ -165,9 +173,10 @@ class WebSocketSession:
 class HTTPSession:
     """``POST /reset`` and ``POST /step``, one request each (see the module docstring on what that keeps)."""
 
-    def __init__(self, http_base: str, *, timeout_s: float):
+    def __init__(self, http_base: str, *, timeout_s: float, headers: dict[str, str] | None = None):
         self.base = http_base
         self.timeout_s = timeout_s
+        self.headers = dict(headers or {})
 
     def reset(self, data: dict[str, Any]) -> Reply:
         return self._post("/reset", data, stepping=False)
@@ -185,7 +194,7 @@ class HTTPSession:
         except (TypeError, ValueError, RecursionError) as exc:
             raise ActionRejected(f"the action is not JSON: {exc}") from None
         request = urllib.request.Request(
-            url, data=body, headers={"Content-Type": "application/json"}, method="POST"
+            url, data=body, headers={"Content-Type": "application/json", **self.headers}, method="POST"
         )
         try:
             with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
@@ -210,13 +219,15 @@ class HTTPSession:
             raise OpenEnvError(f"{url}: {exc}") from None
 
 
-def open_session(transport: str, base_url: str, *, timeout_s: float) -> Session:
-    """A session of ``transport`` (one of :data:`TRANSPORTS`) on the server at ``base_url``."""
+def open_session(transport: str, base_url: str, *, timeout_s: float, token: str | None = None) -> Session:
+    """A session of ``transport`` (one of :data:`TRANSPORTS`) on the server at ``base_url``; a ``token`` is
+    sent as ``Authorization: Bearer <token>`` (``python -m envs.serve --token``)."""
     http_base, ws_base = server_urls(base_url)
+    headers = {} if token is None else {"Authorization": f"Bearer {token}"}
     if transport == "websocket":
-        return WebSocketSession(ws_base, timeout_s=timeout_s)
+        return WebSocketSession(ws_base, timeout_s=timeout_s, headers=headers)
     if transport == "http":
-        return HTTPSession(http_base, timeout_s=timeout_s)
+        return HTTPSession(http_base, timeout_s=timeout_s, headers=headers)
     raise ValueError(f"transport must be one of {TRANSPORTS}, got {transport!r}")
 
 

@@ -59,8 +59,9 @@ class RaisesOnZero(Find):
 
 
 class EchoesTheResponse(Find):
-    def _apply(self, guess: int) -> Outcome:
-        return Outcome(0.0, "You said " + "x" * 70_000)  # longer than the observation space allows
+    # MultiTurnEnv bounds every observation it builds; an env that overrides the builder can still overflow.
+    def _observation(self, text: str):
+        return "You said " + "x" * 70_000  # longer than the observation space allows
 
 
 class GlobalRandom(Find):

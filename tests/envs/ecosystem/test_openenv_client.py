@@ -327,3 +327,58 @@ def test_the_fake_server_speaks_websocket_to_a_third_party_client(server):
         connection.send(json.dumps({"type": "reset", "data": {"seed": 3}}))
         reply = json.loads(connection.recv(timeout=5))
     assert reply["type"] == "observation" and reply["data"]["observation"]["message"].startswith("Game 3:")
+
+
+# ----------------------------------------------------------------------------------------------- keepalive
+PING_INTERVAL_S, PING_TIMEOUT_S, THINKING_S = 0.2, 0.3, 1.5
+
+
+@pytest.fixture
+def pinging_server():
+    """An OpenEnv-style echo server that pings every 0.2 s and drops a client silent for 0.3 s after a ping
+    (uvicorn's keepalive, 100 times faster), on the ``websockets`` library."""
+    sync_server = pytest.importorskip("websockets.sync.server")
+
+    def handler(connection):
+        for raw in connection:
+            message = json.loads(raw)
+            if message["type"] == "close":
+                return
+            reply = {"observation": {"message": f"echo {message.get('data')}"}, "reward": 0.0, "done": False}
+            connection.send(json.dumps({"type": "observation", "data": reply}))
+
+    with sync_server.serve(
+        handler, "127.0.0.1", 0, ping_interval=PING_INTERVAL_S, ping_timeout=PING_TIMEOUT_S
+    ) as ws_server:
+        thread = threading.Thread(target=ws_server.serve_forever, daemon=True)
+        thread.start()
+        try:
+            yield f"http://127.0.0.1:{ws_server.socket.getsockname()[1]}"
+        finally:
+            ws_server.shutdown()
+            thread.join(timeout=10)
+
+
+def test_a_session_outlives_the_servers_ping_timeout_while_the_policy_thinks(pinging_server):
+    env = gym.make(OPENENV_CLIENT_ID, base_url=pinging_server, timeout_s=5.0).unwrapped
+    env.reset(seed=0)
+    time.sleep(THINKING_S)  # five times the server's ping timeout, with no request in flight
+    observation, _, terminated, _, info = env.step("move")
+    assert info["server_error"] == "" and not terminated, info["server_error"]
+    assert observation == "message: echo {'message': 'move'}"
+    env.close()
+
+
+def test_the_keepalive_thread_ends_on_close_and_on_drop(pinging_server):
+    ws_url = pinging_server.replace("http", "ws") + "/ws"
+    threads = []
+    for closes in (True, False):
+        connection = WebSocketConnection(ws_url, timeout_s=5.0)
+        threads.append(connection._keepalive)
+        assert connection._keepalive.is_alive()
+        if closes:
+            connection.close()
+        del connection  # dropped: the thread holds no reference that would keep it alive
+    for thread in threads:
+        thread.join(timeout=5)
+        assert not thread.is_alive()
