@@ -46,6 +46,9 @@ class Significance(TypedDict):
     difference: float
     p_value: float | None
     detectable: float | None
+    # The 95% t interval of the paired difference over its units (paired tests; None under 2 units).
+    difference_ci95_low: NotRequired[float | None]
+    difference_ci95_high: NotRequired[float | None]
     t: NotRequired[float | None]  # the t statistic of a t-test (None: no spread)
     z: NotRequired[float]  # the z statistic of the two-proportion test
     gained: NotRequired[int]  # McNemar: tasks failed before and solved after
@@ -99,14 +102,30 @@ def paired_t_test(before: Sequence[float], after: Sequence[float], *, unit: str)
 
     d = np.asarray(after, dtype=float) - np.asarray(before, dtype=float)
     n, difference = len(d), float(np.mean(d))
+    interval = paired_interval(d)
     if n < 2:
-        return _result(PAIRED_T, unit, n, difference, None, None, t=None)
+        return _result(PAIRED_T, unit, n, difference, None, None, t=None, **interval)
     sd = float(np.std(d, ddof=1))
     if sd == 0:
-        return _result(PAIRED_T, unit, n, difference, 1.0 if difference == 0 else 0.0, None, t=None)
+        p = 1.0 if difference == 0 else 0.0
+        return _result(PAIRED_T, unit, n, difference, p, None, t=None, **interval)
     t = difference / (sd / math.sqrt(n))
     p = float(2 * stats.t.sf(abs(t), n - 1))
-    return _result(PAIRED_T, unit, n, difference, p, paired_detectable(sd, n), t=t)
+    return _result(PAIRED_T, unit, n, difference, p, paired_detectable(sd, n), t=t, **interval)
+
+
+def paired_interval(differences: Sequence[float]) -> dict[str, float | None]:
+    """The 95% t interval of the mean of paired ``differences`` (one per unit): mean +- t_{0.975, n-1} x
+    sd / sqrt(n), the interval that matches the paired t-test. A gain's interval: what a claim about a gain
+    is checked against. None bounds for fewer than 2 units."""
+    from scipy import stats
+
+    d = np.asarray(differences, dtype=float)
+    if len(d) < 2:
+        return {"difference_ci95_low": None, "difference_ci95_high": None}
+    half = float(stats.t.ppf(1 - ALPHA / 2, len(d) - 1) * np.std(d, ddof=1) / math.sqrt(len(d)))
+    mean = float(np.mean(d))
+    return {"difference_ci95_low": mean - half, "difference_ci95_high": mean + half}
 
 
 def mcnemar_exact(before: Sequence[bool | int], after: Sequence[bool | int]) -> Significance:
@@ -125,7 +144,9 @@ def mcnemar_exact(before: Sequence[bool | int], after: Sequence[bool | int]) -> 
     p = 1.0 if discordant == 0 else min(1.0, float(2 * stats.binom.cdf(min(gained, lost), discordant, 0.5)))
     d = np.asarray(after, dtype=float) - np.asarray(before, dtype=float)
     detectable = paired_detectable(float(np.std(d, ddof=1)), n) if n > 1 else None
-    return _result(MCNEMAR, "task", n, (gained - lost) / n, p, detectable, gained=gained, lost=lost)
+    return _result(
+        MCNEMAR, "task", n, (gained - lost) / n, p, detectable, gained=gained, lost=lost, **paired_interval(d)
+    )
 
 
 def welch_test(a: Sequence[float], b: Sequence[float], *, unit: str = "seed") -> Significance:

@@ -15,6 +15,7 @@ from experiments.common.significance import (
     intervals_overlap,
     mcnemar_exact,
     paired_detectable,
+    paired_interval,
     paired_seed_test,
     paired_t_test,
     success_change,
@@ -233,3 +234,16 @@ def test_intervals_overlap_in_either_direction_or_not_at_all():
 
 def test_an_evaluation_reads_as_its_rate_interval_and_episodes():
     assert success_line(evaluation(170, 512)) == "0.332 (95% CI 0.293-0.374, 512 episodes)"
+
+
+def test_the_paired_interval_by_hand():
+    # Differences 1, 0, 0, 1: mean 0.5, sd sqrt(1/3), t(0.975, 3) = 3.182446 from the t table.
+    half = 3.182446 * math.sqrt(1 / 3) / 2
+    result = paired_t_test([0, 1, 1, 0], [1, 1, 1, 1], unit="task")
+    assert result["difference_ci95_low"] == pytest.approx(0.5 - half, abs=1e-5)
+    assert result["difference_ci95_high"] == pytest.approx(0.5 + half, abs=1e-5)
+    # McNemar reports the same t interval over its per-task differences (-1, 0 or 1).
+    assert mcnemar_exact([0, 1, 1, 0], [1, 1, 1, 1])["difference_ci95_low"] == pytest.approx(
+        0.5 - half, abs=1e-5
+    )
+    assert paired_interval([0.2]) == {"difference_ci95_low": None, "difference_ci95_high": None}
