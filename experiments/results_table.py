@@ -10,6 +10,10 @@ Every figure comes from a results file under docs/results/ (docs/results/README.
 ``experiments.evaluate --train`` reports (:data:`ECOSYSTEM`), the comparisons over seeds
 (:data:`COMPARISONS`, :data:`REPLAY_STUDY`) and FreshPER's Table 1 (``experiments/common/freshper_paper.py``);
 the words (env, model, what the row shows, the links) are written here, one row each.
+
+Statistics (``experiments/common/significance.py``): each table's tests form named families (:class:`Family`),
+Holm-adjusted within each; a cell gives the raw and the adjusted p, and its words (**yes**, separated) follow
+the adjusted one.
 """
 
 from __future__ import annotations
@@ -17,13 +21,27 @@ from __future__ import annotations
 import argparse
 import json
 import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
+
+import numpy as np
 
 from algorithms.replay import REPLAY_MODES
 from algorithms.warm_start import WARM_START_STEPS
 from experiments.common.freshper_paper import PAPER_TABLE_1
 from experiments.common.results_json import REPOSITORY
-from experiments.common.significance import intervals_overlap, success_change
+from experiments.common.significance import (
+    ALPHA,
+    UNPAIRED,
+    Significance,
+    holm,
+    mean_over_seeds,
+    paired_seed_test,
+    paired_t_test,
+    success_change,
+    welch_test,
+)
 
 PROG = "python -m experiments.results_table"
 README = REPOSITORY / "README.md"
@@ -39,6 +57,7 @@ HEADER = [
 HISTORY = "docs/results/history.md"
 SMOLLM2_RUNS = f"[SmolLM2 runs]({HISTORY}#smollm2-135m-instruct-per-env)"
 TINY_WARM_STARTS = f"[tiny warm starts]({HISTORY}#tiny-model-warm-starts)"
+NO_PROVENANCE = "recorded before provenance"
 # Envs of the ecosystem libraries (envs/ecosystem/) trained with SmolLM2: the row's env name -> the folder of
 # its ``experiments.evaluate --train`` report under docs/results/.
 ECOSYSTEM = {
@@ -46,12 +65,16 @@ ECOSYSTEM = {
     "BabyAI GoToLocal": "benchmark/ecosystem-smollm2/babyai-go-to-local",
 }
 
-# experiments.compare folders of SmolLM2 arms over seeds, (env name, folder under docs/results): one row per
-# arm, each against the warm start on its seeds and against the first arm, placed after the env's other rows.
-COMPARISONS: list[tuple[str, str]] = [
-    ("FrozenLake", "compare/gigpo-FrozenLake-smollm2"),
-    ("Sokoban", "compare/gigpo-Sokoban-smollm2"),
-    ("Math", "compare/entropy-guard-Math-smollm2"),
+# experiments.compare folders of SmolLM2 arms over seeds, (env name, folder under docs/results, the arms
+# shown, None for all): one row per arm, each against the warm start on its seeds and against the comparison's
+# reference arm where that is shown too, placed after the env's other rows.
+COMPARISONS: list[tuple[str, str, tuple[str, ...] | None]] = [
+    ("FrozenLake", "compare/gigpo-FrozenLake-smollm2", None),
+    ("Sokoban", "compare/gigpo-Sokoban-smollm2", None),
+    ("Math", "compare/entropy-guard-Math-smollm2", None),
+    # The replay comparison's on-policy arm: NQSearch's gain over 4 seeds (the modes against each other are
+    # the replay table's).
+    ("NQSearch", "compare/replay-NQSearch-smollm2", ("on_policy",)),
 ]
 
 REPLAY_BEGIN = (
@@ -100,6 +123,42 @@ SWEEP_HEADER = [
     "|---|---|---|---|---|---|---|---|---|",
 ]
 
+# A table cell: text, or text that needs its family's adjusted p-values, so it is written once every test
+# of the table has joined its family.
+Cell = str | Callable[[], str]
+
+
+@dataclass
+class Family:
+    """A named family of tests whose p-values are adjusted together with Holm's step-down procedure."""
+
+    name: str
+    tests: list[Significance] = field(default_factory=list)
+
+    def add(self, test: Significance) -> Significance:
+        self.tests.append(test)
+        return test
+
+    def adjusted(self, test: Significance) -> float | None:
+        """``test``'s Holm-adjusted p within the family (None where its p is None)."""
+        index = next(k for k, member in enumerate(self.tests) if member is test)
+        return holm([member["p_value"] for member in self.tests])[index]
+
+    def separated(self, test: Significance) -> bool:
+        adjusted = self.adjusted(test)
+        return adjusted is not None and adjusted < ALPHA
+
+    def p_text(self, test: Significance) -> str:
+        """``p = 0.013, Holm 0.16``."""
+        if test["p_value"] is None:
+            return "p n/a"
+        return f"p = {test['p_value']:.2g}, Holm {self.adjusted(test):.2g}"
+
+    def line(self) -> str:
+        """The family under its table: its name, its size m (tests with a p-value) and the adjustment."""
+        m = sum(1 for test in self.tests if test["p_value"] is not None)
+        return f"{self.name}: m = {m} tests, Holm-adjusted"
+
 
 def load(name: str) -> dict[str, Any]:
     return json.loads((RESULTS / name).read_text())
@@ -121,35 +180,87 @@ def points(value: float) -> str:
     return f"{value:+.1f} points"
 
 
-def overlap(before: dict[str, Any], after: dict[str, Any]) -> str:
-    return "intervals overlap" if intervals_overlap(before, after) else "intervals separated"
+def provenance_note(record: dict[str, Any]) -> str:
+    """``; recorded before provenance`` for a results file whose provenance names no commit, else empty."""
+    return "" if (record.get("provenance") or {}).get("commit") else f"; {NO_PROVENANCE}"
 
 
-def test_of(summary: dict[str, Any]) -> str:
-    """The two-proportion test experiments.train records (``change``), where the summary has it."""
-    change = summary.get("change")
-    return "" if change is None else f" (two-proportion p = {change['p_value']:.2g})"
+def named(test: Significance, samples_per_task: int = 1) -> str:
+    """The test and its unit: ``paired t-test over 3 seeds``. The unpaired test over episodes of tasks
+    sampled k > 1 times says that the row's Wilson intervals treat those samples as independent."""
+    unit = test["unit"] if test["n"] == 1 else f"{test['unit']}s"
+    said = f"{test['test']} over {test['n']} {unit}"
+    if test["test"] == UNPAIRED and samples_per_task > 1:
+        said += f"; intervals unclustered ({samples_per_task} samples a task)"
+    return said
 
 
-def trained_row(name: str, folder: str) -> list[str]:
+def gain_words(family: Family, test: Significance) -> str:
+    """A gain over the start in words, from the adjusted p: **yes**, **falls** or not separated."""
+    if not family.separated(test):
+        return "not separated"
+    return "**yes**" if test["difference"] > 0 else "**falls**"
+
+
+def gain(family: Family, test: Significance, samples_per_task: int = 1) -> Callable[[], str]:
+    """``**yes**: +11.9 points, <test> over <n> <units>, p = ..., Holm ...``, the test joining ``family``."""
+    family.add(test)
+    return lambda: (
+        f"{gain_words(family, test)}: {points(100 * test['difference'])}, "
+        f"{named(test, samples_per_task)}, {family.p_text(test)}"
+    )
+
+
+def evaluation_change(before: dict[str, Any], after: dict[str, Any], episodes: int) -> Significance:
+    """The before/after test of two evaluations of ``episodes`` episodes each (records that keep no count).
+    Success is taken as the whole number of episodes it rounds to: transcribed records keep it to 3
+    decimals, and the difference is then the one the episodes give (0.562 -> 0.688 is 72 -> 88 of 128)."""
+    whole = [
+        {**e, "num_episodes": episodes, "success": round(e["success"] * episodes) / episodes}
+        for e in (before, after)
+    ]
+    return success_change(*whole)
+
+
+def recorded_change(summary: dict[str, Any]) -> Significance:
+    """The test ``experiments.train`` recorded (``change``), naming the test and unit older records lack
+    (they recorded the unpaired two-proportion test over episodes), or the test computed from the two
+    evaluations where the summary records none."""
+    before, after = summary["before"], summary["after"]
+    change = summary.get("change") or success_change(before, after)
+    return Significance(
+        test=change.get("test", UNPAIRED),
+        unit=change.get("unit", "episode"),
+        n=change.get("n", before["num_episodes"] + after["num_episodes"]),
+        difference=change.get("difference", after["success"] - before["success"]),
+        p_value=change["p_value"],
+        detectable=change.get("detectable"),
+    )
+
+
+def like_sample(figure: dict[str, Any]) -> list[float]:
+    """``n`` values with the recorded mean and standard deviation of a figure over seeds, for records that
+    keep only those (``compare-FrozenLake.json``): the t-tests and detectable differences depend on a sample
+    only through its mean, standard deviation and size, so they come out as from the seeds themselves."""
+    n = figure["n"]
+    z = np.arange(n) - (n - 1) / 2
+    return list(figure["mean"] + figure["std"] * z / np.std(z, ddof=1))
+
+
+def trained_row(name: str, folder: str, gains: Family) -> list[Cell]:
     """The row of an ``experiments.evaluate --train`` report of one env: its first and last evaluations, and
-    the two-proportion test between them (the same validation tasks; the test ignores that pairing, so it is
-    conservative)."""
+    the test between them (``significance.success_change``)."""
     report = load(f"{folder}/report.json")
     (entry,) = report["envs"].values()
     start, end = entry["curve"][0], entry["curve"][-1]
-    episodes = {"num_episodes": report["tasks"] * report["samples"]}  # curve points do not keep the count
-    change = success_change({**start, **episodes}, {**end, **episodes})
-    gain, p_value = 100 * change["difference"], change["p_value"]
-    test = f"{points(gain)}, {overlap(start, end)} (two-proportion p = {p_value:.2g})"
-    verdict = "**yes**" if gain > 0 and p_value < 0.05 else "not shown" if gain > 0 else "**no**"
+    test = evaluation_change(start, end, report["tasks"] * report["samples"])
     return [
         name,
         f"SmolLM2 ({entry['settings']['warm_start_steps']})",
         rate(start),
         f"{rate(end)} after {end['iteration']} iterations",
-        f"{verdict}: {test}",
-        f"[report](docs/results/{folder}/report.md)",
+        gain(gains, test, report["samples"]),
+        f"[report](docs/results/{folder}/report.md){provenance_note(report)}",
     ]
 
 
@@ -159,164 +270,277 @@ def over_seeds(figure: dict[str, Any]) -> str:
     return f"{pct(figure['mean'])}{half}"
 
 
-def compared_rows(name: str, folder: str) -> list[list[str]]:
-    """The rows of an ``experiments.compare`` of arms over seeds: per arm, held-out success at the start and
-    after training (means over seeds with 95% t intervals), the change on each seed with the paired t-test
-    over seeds, and Welch's test against the first arm."""
-    from scipy import stats
+def by_seed(runs: list[dict[str, Any]], key: str) -> dict[int, float]:
+    return {run["seed"]: run[key] for run in runs}
 
+
+def arm_label(arm: str) -> str:
+    """An arm as the command sets it: ``advantage=gigpo``; a replay mode is an arm of ``replay_mode``."""
+    return arm if "=" in arm else f"replay_mode={arm}"
+
+
+def compared_rows(
+    name: str, folder: str, shown: tuple[str, ...] | None, gains: Family, arms: Family
+) -> list[list[Cell]]:
+    """The rows of an ``experiments.compare`` of arms over seeds: per arm, held-out success at the start,
+    after training and at its peak (means over seeds with 95% t intervals), the change on each seed with the
+    paired t-test over seeds (family ``gains``), and the arm against the reference arm at the end, paired by
+    seed where both ran the same seeds (family ``arms``)."""
     results = load(f"{folder}/results.json")
     ((env, cells),) = results["aggregate"].items()
     reference = results["reference"]
-    rows = []
-    for arm, cell in cells.items():
-        runs = sorted(
-            (r for r in results["runs"] if r["env"] == env and r["arm"] == arm), key=lambda r: r["seed"]
-        )
-        gains = [r["final"] - r["initial"] for r in runs]
-        paired = stats.ttest_rel([r["final"] for r in runs], [r["initial"] for r in runs]).pvalue
-        paired_p = "n/a" if paired != paired else f"{paired:.2g}"  # NaN: every seed changed by the same
-        every = all(gain > 0 for gain in gains)
-        verdict = (
-            "**yes**" if every and paired_p != "n/a" and paired < 0.05 else "not shown" if every else "**no**"
-        )
-        each = ", ".join(f"{100 * gain:+.1f}" for gain in gains)
-        test = f"per seed {each} points (paired p = {paired_p})"
-        against = cell.get("vs_reference")
-        if against:
-            test += f"; against {reference}: Welch p = {against['final']['p_value']:.2g}"
+    every_run = [r for r in results["runs"] if r["env"] == env]
+    rows: list[list[Cell]] = []
+    for arm in cells:
+        if shown is not None and arm not in shown:
+            continue
+        runs = sorted((r for r in every_run if r["arm"] == arm), key=lambda r: r["seed"])
+        figures = {key: mean_over_seeds([r[key] for r in runs]) for key in ("initial", "final", "peak")}
+        change = gains.add(paired_seed_test(by_seed(runs, "final"), by_seed(runs, "initial")))
+        against = None
+        if arm != reference and (shown is None or reference in shown):
+            reference_runs = [r for r in every_run if r["arm"] == reference]
+            against = arms.add(paired_seed_test(by_seed(runs, "final"), by_seed(reference_runs, "final")))
         iterations = runs[0]["curve"][-1]["iteration"]
         settings = runs[0]["settings"]
         env_config = ", ".join(f"{key}={value}" for key, value in settings.get("env_config", {}).items())
         rows.append(
             [
                 name,
-                f"SmolLM2 ({settings['warm_start_steps']}), {len(runs)} seeds, `{arm}`"
+                f"SmolLM2 ({settings['warm_start_steps']}), {len(runs)} seeds, `{arm_label(arm)}`"
                 + (f"; env `{env_config}`" if env_config else ""),
-                over_seeds(cell["initial"]),
-                f"{over_seeds(cell['final'])} after {iterations} iterations "
-                f"(peak {over_seeds(cell['peak'])})",
-                f"{verdict}: {test}",
-                f"[comparison](docs/results/{folder}/comparison.md)",
+                over_seeds(figures["initial"]),
+                f"{over_seeds(figures['final'])} after {iterations} iterations "
+                f"(peak {over_seeds(figures['peak'])})",
+                _compared_cell(runs, change, gains, reference, against, arms),
+                f"[comparison](docs/results/{folder}/comparison.md){provenance_note(results)}",
             ]
         )
     return rows
 
 
-def rows() -> list[list[str]]:
-    """The table's rows (cells without the pipes)."""
-    job = load("default_job/summary.json")
-    compared = load("compare-FrozenLake.json")["aggregate"]["freshrl/FrozenLake-v0"]
-    tiny = load("tiny_warm_starts/results.json")["envs"]
-    smol = load("smollm2_rl/results.json")["runs"]
+def _compared_cell(
+    runs: list[dict[str, Any]],
+    change: Significance,
+    gains: Family,
+    reference: str,
+    against: Significance | None,
+    arms: Family,
+) -> Callable[[], str]:
+    def cell() -> str:
+        each = ", ".join(f"{100 * (r['final'] - r['initial']):+.1f}" for r in runs)
+        said = f"{gain_words(gains, change)}: per seed {each} points; {named(change)}, {gains.p_text(change)}"
+        if against is not None:
+            words = "separated" if arms.separated(against) else "not separated"
+            said += (
+                f"; against {arm_label(reference)} at the end: {points(100 * against['difference'])}, "
+                f"{named(against)}, {arms.p_text(against)}: {words}"
+            )
+        return said
 
-    before, after = job["before"], job["after"]
-    gain = points(100 * (after["success"] - before["success"]))
-    default_job = [
+    return cell
+
+
+def modes_row(gains: Family) -> list[Cell]:
+    """The 5-seed replay-mode comparison on FrozenLake (means and standard deviations only): each mode's
+    final success against the one recorded start (the per-seed starts are not kept), peak beside it; the
+    modes against each other are the replay table's (:func:`mode_test`), whose detectable differences say
+    how large a difference between them is not excluded."""
+    record = load("compare-FrozenLake.json")
+    compared = record["aggregate"]["freshrl/FrozenLake-v0"]
+    tiny = load("tiny_warm_starts/results.json")["envs"]["freshrl/FrozenLake-v0"]
+    start = next(iter(compared.values()))["initial"]["mean"]
+    seeds = len(next(iter(compared.values()))["seeds"])
+    peaks = [mode["peak"]["mean"] for mode in compared.values()]
+    finals = [mode["final"]["mean"] for mode in compared.values()]
+    tests = {
+        mode: gains.add(paired_t_test([start] * seeds, like_sample(cell["final"]), unit="seed"))
+        for mode, cell in compared.items()
+    }
+    between = [
+        test
+        for key in ("peak", "final")
+        for other in ("on_policy", "per")
+        if (test := mode_test(record, compared, key, other)) is not None
+    ]
+    # Holm's adjustment never lowers a p-value: raw p-values all at or above alpha stay unseparated.
+    apart = any(test["p_value"] is not None and test["p_value"] < ALPHA for test in between)
+    detectable = [test["detectable"] for test in between if test["detectable"] is not None]
+    against = (
+        "the modes against each other: the replay table below"
+        if apart or not detectable
+        else "the modes are not separated from each other (the replay table below; differences up to "
+        f"±{min(detectable):.2f}-{max(detectable):.2f} not excluded)"
+    )
+
+    def cell() -> str:
+        each = ", ".join(
+            f"`{mode}` {points(100 * test['difference'])} ({gains.p_text(test)}: {gain_words(gains, test)})"
+            for mode, test in tests.items()
+        )
+        return (
+            f"at the end: {each}; one-sample t-test over {seeds} seeds against the one recorded start (the "
+            f"per-seed starts are not kept); at peak {100 * (min(peaks) - start):+.1f} to "
+            f"{points(100 * (max(peaks) - start))}; {against}"
+        )
+
+    return [
+        "FrozenLake",
+        f"tiny LM ({tiny['warm_start_steps']}), {seeds} seeds per replay mode",
+        f"{pct(start)} (128 tasks)",
+        f"final {100 * min(finals):.1f}-{pct(max(finals))}, peak {100 * min(peaks):.1f}-{pct(max(peaks))} "
+        f"(means over {seeds} seeds, 30 iterations)",
+        cell,
+        f"[compare-FrozenLake.md](docs/results/compare-FrozenLake.md){provenance_note(record)}",
+    ]
+
+
+def tiny_row(tiny: dict[str, Any], env: str, name: str) -> list[Cell]:
+    """A tiny model's warm start (no RL measured), saying when it was measured on tasks shared with
+    training (before the splits became content-based)."""
+    entry = tiny["envs"][env]
+    details = TINY_WARM_STARTS + provenance_note(tiny)
+    if not entry["leak_free"]:
+        details += "; measured before the content-based splits"
+    model = f"{entry['model']} ({entry['warm_start_steps']})"
+    return [name, model, rate(entry["warm_started"]), "not measured", "-", details]
+
+
+def rows() -> tuple[list[list[str]], list[Family]]:
+    """The per-env table's rows (cells without the pipes) and its test families."""
+    gains = Family("Gain over the start (each row's change in held-out success)")
+    arms = Family("Arm against arm (an arm against its comparison's first arm, at the end)")
+    job = load("default_job/summary.json")
+    tiny = load("tiny_warm_starts/results.json")
+    smollm2 = load("smollm2_rl/results.json")
+    smol, k = smollm2["runs"], smollm2["evaluation"]["samples_per_task"]
+    episodes = smollm2["evaluation"]["tasks"] * k
+    smol_details = SMOLLM2_RUNS + provenance_note(smollm2)
+
+    def smol_gain(run: dict[str, Any]) -> Callable[[], str]:
+        return gain(gains, evaluation_change(run["start"], run["after"], episodes), k)
+
+    job_gain = gain(gains, recorded_change(job), job["evaluation_samples_per_task"])
+    default_job: list[Cell] = [
         "FrozenLake",
         # None: the env's default steps (its summary's model path, warm-<env>-steps<N>-..., names them too).
         f"tiny LM ({job['warm_start_steps'] or WARM_START_STEPS[job['env']]})",
-        rate(before),
-        f"{rate(after)} after {job['iterations']} iterations (`make demo`, {job['evaluation_num_tasks']} "
-        "tasks)",
-        f"{gain}, {overlap(before, after)}{test_of(job)}",
-        f"[default job]({HISTORY}#the-default-job-make-demo)",
+        rate(job["before"]),
+        f"{rate(job['after'])} after {job['iterations']} iterations (`make demo`, "
+        f"{job['evaluation_num_tasks']} tasks)",
+        job_gain,
+        f"[default job]({HISTORY}#the-default-job-make-demo){provenance_note(job)}",
     ]
-
-    peaks = [mode["peak"]["mean"] for mode in compared.values()]
-    finals = [mode["final"]["mean"] for mode in compared.values()]
-    start = next(iter(compared.values()))["initial"]["mean"]
-    seeds = len(next(iter(compared.values()))["seeds"])
-    at_peak = round(100 * (sum(peaks) / len(peaks) - start))
-    modes = [
-        "FrozenLake",
-        f"tiny LM ({tiny['freshrl/FrozenLake-v0']['warm_start_steps']}), {seeds} seeds per replay mode",
-        f"{pct(start)} (128 tasks)",
-        f"peak {100 * min(peaks):.1f}-{pct(max(peaks))}, final {100 * min(finals):.1f}-{pct(max(finals))} "
-        f"(means over {seeds} seeds, 30 iterations)",
-        f"yes, ~{at_peak:+d} points at peak, for every replay mode alike",
-        "[compare-FrozenLake.md](docs/results/compare-FrozenLake.md)",
-    ]
-
-    def tiny_row(env: str, name: str) -> list[str]:
-        entry = tiny[env]
-        model = f"{entry['model']} ({entry['warm_start_steps']})"
-        return [name, model, rate(entry["warm_started"]), "not measured", "-", TINY_WARM_STARTS]
 
     lake, lake_1 = smol["FrozenLake"], smol["FrozenLake, seed 1"]
+    lake_gain, lake_1_gain = smol_gain(lake), smol_gain(lake_1)
     sokoban, sokoban_hot = smol["Sokoban"], smol["Sokoban, RL temperature 1.2"]
-    math, math_16 = smol["Math"], smol["Math, 20-step warm start, groups of 16"]
+    sokoban_gain, sokoban_hot_gain = smol_gain(sokoban), smol_gain(sokoban_hot)
+    math_60, math_16 = smol["Math"], smol["Math, 20-step warm start, groups of 16"]
+    backfill = load("compare/smollm2-math-backfill/results.json")
+    math_runs = [run for run in backfill["runs"] if run.get("arm", run.get("mode")) == "freshper"]
+    math_60_gain = gains.add(paired_seed_test(by_seed(math_runs, "final"), by_seed(math_runs, "initial")))
     math_hot = smol["Math, 20-step warm start, groups of 16, RL temperature 1.2"]
-    peak = math_hot["evaluations"][0]
+    peak = max(math_hot["evaluations"], key=lambda evaluation: evaluation["success"])
     math_hot_1 = smol["Math, 20-step warm start, groups of 16, RL temperature 1.2, seed 1"]
+    math_16_gain, math_hot_gain = smol_gain(math_16), smol_gain(math_hot)
+    math_hot_1_gain = smol_gain(math_hot_1)
     search = smol["NQSearch"]
-    table_rows = [
+    search_gain = smol_gain(search)
+    table_rows: list[list[Cell]] = [
         default_job,
-        modes,
+        modes_row(gains),
         [
             "FrozenLake",
             f"SmolLM2 ({lake['warm_start_steps']})",
             rate(lake["start"]),
             f"{rate(lake['after'])} after {lake['after']['iteration']} iterations",
-            f"**yes**: {points(lake['stated']['gain_points'])}, {overlap(lake['start'], lake['after'])}; "
-            f"seed 1 {lake_1['stated']['gain_points']:+.1f} (Fisher exact p = "
-            f"{lake_1['stated']['fisher_exact_p']})",
-            SMOLLM2_RUNS,
+            lambda: (
+                f"{lake_gain()}; seed 1 ({pct(lake_1['start']['success'])} -> "
+                f"{pct(lake_1['after']['success'])}): {lake_1_gain()}"
+            ),
+            smol_details,
         ],
-        tiny_row("freshrl/FrozenLakeVision-v0", "FrozenLakeVision"),
-        tiny_row("freshrl/Sokoban-v0", "Sokoban"),
+        tiny_row(tiny, "freshrl/FrozenLakeVision-v0", "FrozenLakeVision"),
+        tiny_row(tiny, "freshrl/Sokoban-v0", "Sokoban"),
         [
             "Sokoban",
             f"SmolLM2 ({sokoban['warm_start_steps']})",
             rate(sokoban["start"]),
             f"{rate(sokoban['after'])} after {sokoban['after']['iteration']} iterations; "
             f"{pct(sokoban_hot['after']['success'])} at RL temperature 1.2",
-            "**no**",
-            SMOLLM2_RUNS,
+            lambda: f"{sokoban_gain()}; at RL temperature 1.2: {sokoban_hot_gain()}",
+            smol_details,
         ],
-        tiny_row("freshrl/Math-v0", "Math"),
+        tiny_row(tiny, "freshrl/Math-v0", "Math"),
         [
             "Math",
-            f"SmolLM2 ({math['warm_start_steps']}), {len(math['seeds'])} seeds",
-            f"{pct(math['start']['success'])} ({math['start']['note']})",
-            f"{rate(math['after'])} after {math['after']['iteration']} iterations, both seeds",
-            "**no**",
-            f"{SMOLLM2_RUNS}, [backfill](docs/results/compare/smollm2-math-backfill/comparison.md)",
+            f"SmolLM2 ({math_60['warm_start_steps']}), {len(math_60['seeds'])} seeds",
+            f"{pct(math_60['start']['success'])} ({math_60['start']['note']})",
+            f"{rate(math_60['after'])} after {math_60['after']['iteration']} iterations, both seeds",
+            lambda: (
+                f"{gain_words(gains, math_60_gain)}: {points(100 * math_60_gain['difference'])}, "
+                f"{named(math_60_gain)}, {gains.p_text(math_60_gain)}"
+            ),
+            f"{SMOLLM2_RUNS}, [backfill](docs/results/compare/smollm2-math-backfill/comparison.md)"
+            + (provenance_note(smollm2) or provenance_note(backfill)),
         ],
         [
             "Math",
             f"SmolLM2 ({math_16['warm_start_steps']}), groups of 16",
             rate(math_16["start"]),
             f"{rate(math_16['after'])} after {math_16['after']['iteration']}; at RL temperature 1.2, "
-            f"{pct(peak['success'])} after {peak['iteration']} then "
-            f"{pct(math_hot['after']['success'])} after {math_hot['after']['iteration']} (seed 1: "
+            f"{pct(math_hot['after']['success'])} after {math_hot['after']['iteration']} (peak "
+            f"{pct(peak['success'])} after {peak['iteration']}; seed 1: "
             f"{pct(math_hot_1['start']['success'])} -> {pct(math_hot_1['after']['success'])})",
-            "**no**: no setting tried gives a gain that holds",
-            SMOLLM2_RUNS,
+            lambda: (
+                f"{math_16_gain()}; at RL temperature 1.2, at the end: {math_hot_gain()}; seed 1: "
+                f"{math_hot_1_gain()}"
+            ),
+            smol_details,
         ],
-        tiny_row("freshrl/NQSearch-v0", "NQSearch"),
+        tiny_row(tiny, "freshrl/NQSearch-v0", "NQSearch"),
         [
             "NQSearch",
             f"SmolLM2 ({search['warm_start_steps']})",
             rate(search["start"]),
             f"{rate(search['after'])} after {search['after']['iteration']} iterations",
-            f"at the edge: {points(search['stated']['gain_points'])} on one seed, Fisher exact p = "
-            f"{search['stated']['fisher_exact_p']}, {overlap(search['start'], search['after'])}",
-            SMOLLM2_RUNS,
+            search_gain,
+            smol_details,
         ],
-        *(trained_row(name, folder) for name, folder in ECOSYSTEM.items()),
+        *(trained_row(name, folder, gains) for name, folder in ECOSYSTEM.items()),
     ]
-    for name, folder in COMPARISONS:
+    for name, folder, shown in COMPARISONS:
         after = max((k + 1 for k, row in enumerate(table_rows) if row[0] == name), default=len(table_rows))
-        table_rows[after:after] = compared_rows(name, folder)
-    return table_rows
+        table_rows[after:after] = compared_rows(name, folder, shown, gains, arms)
+    return [written(row) for row in table_rows], [gains, arms]
 
 
-def replay_rows() -> list[list[str]]:
+def written(row: list[Cell]) -> list[str]:
+    """A row's cells as text, once every test of its table has joined its family."""
+    return [cell() if callable(cell) else cell for cell in row]
+
+
+def mode_test(results: dict[str, Any], cells: dict[str, Any], key: str, other: str) -> Significance | None:
+    """FreshPER minus mode ``other`` on ``key`` (peak or final) over seeds: paired by seed from the runs
+    (Welch's test where their seeds differ), or Welch's test from the means and standard deviations of a
+    record that keeps only those; None where either mode did not run."""
+    if "freshper" not in cells or other not in cells:
+        return None
+    runs = results.get("runs")
+    if runs:
+        fresh = [run for run in runs if run["arm"] == "freshper"]
+        them = [run for run in runs if run["arm"] == other]
+        return paired_seed_test(by_seed(fresh, key), by_seed(them, key))
+    return welch_test(like_sample(cells["freshper"][key]), like_sample(cells[other][key]))
+
+
+def replay_rows() -> tuple[list[list[str]], Family]:
     """FreshPER's Table 1 and ours, task by task: the paper's peak figures, then our peak and final
-    validation success per replay mode (means over seeds with 95% t intervals) with Welch's test of FreshPER
-    against on-policy and against PER, or why the task is not measured."""
-    table_rows = []
+    validation success per replay mode (means over seeds with 95% t intervals) with the test of FreshPER
+    against on-policy and against PER (one family, Holm-adjusted), or why the task is not measured."""
+    family = Family("FreshPER against on-policy and against PER, peak and final, every task")
+    table_rows: list[list[Cell]] = []
     for task, ours, results_file, report, not_run in REPLAY_STUDY:
         metric, *paper = PAPER_TABLE_1[task]
         on_policy, per, fresh = paper
@@ -345,24 +569,54 @@ def replay_rows() -> list[list[str]]:
             done = results["planned_runs"] - len(missing)
             counted += f", partial: {done} of {results['planned_runs']} runs"
         for key in ("peak", "final"):
+            tests = [mode_test(results, cells, key, other) for other in ("on_policy", "per")]
             table_rows.append(
                 [
                     task,
                     f"freshrl: {ours}, {counted}; validation success from {start:.3f}, {key}",
-                    *(_over_seeds_cell(cells.get(mode, {}).get(key), seeds[-1]) for mode in REPLAY_MODES),
-                    "; ".join(_welch(cells, key, other) for other in ("on_policy", "per")),
-                    f"[comparison](docs/results/{report})",
+                    *(
+                        _over_seeds_cell(_mode_figure(results, cells, mode, key), seeds[-1])
+                        for mode in REPLAY_MODES
+                    ),
+                    _mode_tests_cell(family, tests),
+                    f"[comparison](docs/results/{report}){provenance_note(results)}",
                 ]
             )
-    return table_rows
+    return [written(row) for row in table_rows], family
 
 
-def sweep_rows() -> list[list[str]]:
-    """Each tau sweep's grid points (mean over seeds with the 95% t interval, the best point in bold) from
-    its ``summary.json``, or a row saying it is not run yet."""
+def _mode_figure(
+    results: dict[str, Any], cells: dict[str, Any], mode: str, key: str
+) -> dict[str, Any] | None:
+    """A mode's ``key`` over seeds: :func:`mean_over_seeds` of its runs, or the record's aggregate where it
+    keeps no runs; None where the mode did not run."""
+    if mode not in cells:
+        return None
+    runs = [run[key] for run in results.get("runs", []) if run["arm"] == mode]
+    return mean_over_seeds(runs) if runs else cells[mode][key]
+
+
+def _mode_tests_cell(family: Family, tests: list[Significance | None]) -> Callable[[], str]:
+    for test in tests:
+        if test is not None:
+            family.add(test)
+
+    def one(test: Significance | None) -> str:
+        if test is None:
+            return "n/a"
+        words = "separated" if family.separated(test) else "not separated"
+        return f"{test['difference']:+.3f} ({named(test)}, {family.p_text(test)}: {words})"
+
+    return lambda: "; ".join(one(test) for test in tests)
+
+
+def sweep_rows() -> tuple[list[list[str]], list[str]]:
+    """Each tau sweep's grid points (mean over seeds with the 95% t interval) from its ``summary.json``, or a
+    row saying it is not run yet; and what the sweep can say: whether any points' intervals are apart, and
+    which eps_high values of a tau and seed gave identical evaluations (then not independent trials)."""
     from experiments.common.sweep_points import tau_label
 
-    table_rows = []
+    table_rows, notes = [], []
     for task, ours, folder in TAU_SWEEPS:
         summary_file = RESULTS / folder / "summary.json"
         if not summary_file.exists():
@@ -376,26 +630,58 @@ def sweep_rows() -> list[list[str]]:
         if not summary["points"]:
             table_rows.append([task, model, "started: no trial finished yet", "", "", "", "", "", ""])
             continue
-        best = summary.get("best_point")
         for point in summary["points"]:
-            # summary.json writes tau = inf (no decay) as null: strict JSON has no infinity.
-            tau = tau_label(math.inf if point["tau"] is None else float(point["tau"]))
-            marked = f"**{tau} (best)**" if point == best else tau
             minutes = point.get("minutes_per_trial")
             table_rows.append(
                 [
                     task,
                     model,
-                    marked,
+                    _tau(point["tau"], tau_label),
                     f"{point['eps_high']:g}",
                     str(len(point["seeds"])),
                     _over_seeds_cell(point["final"], len(point["seeds"])),
                     _over_seeds_cell(point["peak"], len(point["seeds"])),
                     "n/a" if minutes is None or minutes != minutes else f"{minutes:.1f}",
-                    f"[sweep](docs/results/{folder}/summary.md)",
+                    f"[sweep](docs/results/{folder}/summary.md){provenance_note(summary)}",
                 ]
             )
-    return table_rows
+        notes.append(_sweep_note(task, summary, tau_label))
+    return table_rows, notes
+
+
+def _tau(tau: float | None, tau_label: Callable[[float], str]) -> str:
+    # summary.json writes tau = inf (no decay) as null: strict JSON has no infinity.
+    return tau_label(math.inf if tau is None else float(tau))
+
+
+def _sweep_note(task: str, summary: dict[str, Any], tau_label: Callable[[float], str]) -> str:
+    """``NQ Search (LLM): nothing separates the points (...)``, and the eps_high values of one tau and seed
+    whose evaluations came out identical."""
+    finals = [point["final"] for point in summary["points"]]
+    apart = any(a["mean"] - (a["ci95"] or 0) > b["mean"] + (b["ci95"] or 0) for a in finals for b in finals)
+    said = (
+        f"{task}: no test is run between the points, and some final intervals do not overlap"
+        if apart
+        else f"{task}: nothing separates the points: every point's final 95% interval overlaps every "
+        "other's, so none is marked best"
+    )
+    by_run: dict[tuple[str, int], list[tuple[float, float]]] = {}
+    for trial in summary.get("trials", []):
+        if trial.get("status") == "ok":
+            key = (_tau(trial["tau"], tau_label), trial["seed"])
+            by_run.setdefault(key, []).append(
+                (trial["peak_validation_success"], trial["final_validation_success"])
+            )
+    pairs = {key: evaluations for key, evaluations in by_run.items() if len(evaluations) > 1}
+    same = [key for key, evaluations in pairs.items() if len(set(evaluations)) == 1]
+    if same:
+        which = "; ".join(f"{'' if tau == 'no decay' else 'tau '}{tau} seed {seed}" for tau, seed in same)
+        said += (
+            f". {len(same)} of the {len(pairs)} eps_high sets of one tau and seed gave identical evaluations "
+            f"({which}): eps_high hardly acts, so the trials are not independent and the grid measures the "
+            f"{len({tau for tau, _ in by_run})} tau values over {len({seed for _, seed in by_run})} seeds"
+        )
+    return said
 
 
 def _over_seeds_cell(figure: dict[str, Any] | None, seeds: int) -> str:
@@ -407,41 +693,41 @@ def _over_seeds_cell(figure: dict[str, Any] | None, seeds: int) -> str:
     return f"{figure['mean']:.3f}{half}{fewer}"
 
 
-def _welch(cells: dict[str, Any], key: str, other: str) -> str:
-    """FreshPER minus ``other`` on ``key`` with Welch's p over seeds (from the means, stds and seeds)."""
-    from scipy import stats
-
-    if "freshper" not in cells or other not in cells:
-        return "n/a"
-    fresh, them = cells["freshper"][key], cells[other][key]
-    difference = f"{fresh['mean'] - them['mean']:+.3f}"
-    if min(fresh["n"], them["n"]) < 2:
-        return f"{difference} (p n/a, one seed)"
-    test = stats.ttest_ind_from_stats(
-        fresh["mean"], fresh["std"], fresh["n"], them["mean"], them["std"], them["n"], equal_var=False
-    )
-    p_value = 1.0 if test.pvalue != test.pvalue else test.pvalue  # NaN: no spread and no difference
-    return f"{difference} (Welch p = {p_value:.2g})"
+def _families(families: list[Family]) -> list[str]:
+    return [
+        "",
+        "Test families, each adjusted with Holm's step-down procedure; a cell gives the raw p and the "
+        "adjusted one, and its words follow the adjusted p (**yes**, **falls** or separated only below "
+        "0.05):",
+        "",
+        *(f"- {family.line()}" for family in families),
+    ]
 
 
 def table() -> str:
     """The per-env block as README.md holds it, the markers included."""
-    lines = [BEGIN, *HEADER, *("| " + " | ".join(row) + " |" for row in rows()), END]
+    table_rows, families = rows()
+    body = ("| " + " | ".join(row) + " |" for row in table_rows)
+    lines = [BEGIN, *HEADER, *body, *_families(families), END]
     return "\n".join(lines)
 
 
 def replay_table() -> str:
     """The replay block as README.md holds it, the markers included."""
+    table_rows, family = replay_rows()
+    swept, notes = sweep_rows()
     lines = [
         REPLAY_BEGIN,
         *REPLAY_HEADER,
-        *("| " + " | ".join(row) + " |" for row in replay_rows()),
+        *("| " + " | ".join(row) + " |" for row in table_rows),
+        *_families([family]),
         "",
         "The tau sweeps (`experiments.sweep`; held-out success after the last iteration, mean over seeds "
         "± 95% t interval; tau `no decay` is PER's priorities):",
         "",
         *SWEEP_HEADER,
-        *("| " + " | ".join(row) + " |" for row in sweep_rows()),
+        *("| " + " | ".join(row) + " |" for row in swept),
+        *(["", *(f"{note}." for note in notes)] if notes else []),
         REPLAY_END,
     ]
     return "\n".join(lines)

@@ -1,5 +1,7 @@
-"""The README's results table is what experiments.results_table makes of docs/results/: a hand edit of the
-table, or a results file changed without regenerating it, fails here."""
+"""The README's results tables are what experiments.results_table makes of docs/results/: a hand edit of a
+table, or a results file changed without regenerating it, fails here; and their statistics: Holm's adjustment
+within each named family, words that follow the adjusted p, peak beside final, rows without provenance
+labelled."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ import shutil
 import pytest
 
 from experiments import results_table
+from experiments.common.significance import PAIRED_T, Significance
 
 
 def test_the_committed_readme_table_is_the_generators_output():
@@ -31,25 +34,70 @@ def test_a_hand_edit_of_the_table_is_caught():
     assert results_table.with_table(edited) == readme
 
 
-def test_the_figures_come_from_the_results_files(tmp_path, monkeypatch):
+COMMITTED = {"commit": "0" * 40}  # the provenance of a results file recorded at a commit
+
+
+def significance(p_value: float | None, difference: float = 0.1) -> Significance:
+    return Significance(
+        test=PAIRED_T, unit="seed", n=3, difference=difference, p_value=p_value, detectable=None
+    )
+
+
+def test_a_family_adjusts_its_p_values_with_holm_and_its_words_follow_the_adjusted_p():
+    family = results_table.Family("gains")
+    first, second, third = (family.add(significance(p)) for p in (0.01, 0.04, 0.03))
+    untested = family.add(significance(None))
+    # Holm: 0.01 x 3 = 0.03; 0.03 x 2 = 0.06; 0.04 x 1 = 0.04, raised to the 0.06 before it.
+    assert [family.adjusted(test) for test in (first, second, third)] == pytest.approx([0.03, 0.06, 0.06])
+    assert family.adjusted(untested) is None
+    assert family.p_text(first) == "p = 0.01, Holm 0.03"
+    assert family.p_text(third) == "p = 0.03, Holm 0.06"
+    assert family.p_text(untested) == "p n/a"
+    assert family.line() == "gains: m = 3 tests, Holm-adjusted"  # the test without a p is not counted
+    assert results_table.gain_words(family, first) == "**yes**"
+    assert results_table.gain_words(family, third) == "not separated"  # raw 0.03, adjusted 0.06
+    fell = results_table.Family("falls")
+    assert results_table.gain_words(fell, fell.add(significance(0.001, difference=-0.1))) == "**falls**"
+
+
+def test_the_default_job_row_names_its_recorded_test_and_its_unit(tmp_path, monkeypatch):
     copy = tmp_path / "results"
     shutil.copytree(results_table.RESULTS, copy)
     job = json.loads((copy / "default_job" / "summary.json").read_text())
-    job["before"] = {"success": 0.25, "success_ci95_low": 0.18, "success_ci95_high": 0.33}
-    job["after"] = {"success": 0.5, "success_ci95_low": 0.41, "success_ci95_high": 0.59}
-    job["iterations"], job["evaluation_num_tasks"] = 7, 128
-    job["change"] = {"p_value": 0.000123}
+    job["before"] = {
+        "success": 0.25,
+        "success_ci95_low": 0.18,
+        "success_ci95_high": 0.33,
+        "num_episodes": 128,
+    }
+    job["after"] = {"success": 0.5, "success_ci95_low": 0.41, "success_ci95_high": 0.59, "num_episodes": 128}
+    job["iterations"], job["evaluation_num_tasks"], job["evaluation_samples_per_task"] = 7, 128, 1
+    # A record from before the tests named themselves: the unpaired two-proportion test over episodes.
+    job["change"] = {"difference": 0.25, "p_value": 0.000123}
     (copy / "default_job" / "summary.json").write_text(json.dumps(job))
     monkeypatch.setattr(results_table, "RESULTS", copy)
-    assert default_job_row(results_table.table())[2:5] == [
+    row = default_job_row(results_table.table())
+    assert row[2:4] == [
         "25.0% (18.0-33.0%)",
         "50.0% (41.0-59.0%) after 7 iterations (`make demo`, 128 tasks)",
-        "+25.0 points, intervals separated (two-proportion p = 0.00012)",
     ]
-    del job["change"]  # a record from before experiments.train recorded the test
-    job["after"]["success_ci95_low"] = 0.30
+    assert row[4].startswith(
+        "**yes**: +25.0 points, unpaired two-proportion (no per-task outcomes) over 256 episodes, "
+        "p = 0.00012, Holm "
+    )
+    # A record that names its test: the words and names are the record's.
+    job["change"] = {
+        "test": "McNemar's exact test",
+        "unit": "task",
+        "n": 128,
+        "difference": 0.25,
+        "p_value": 0.2,
+    }
     (copy / "default_job" / "summary.json").write_text(json.dumps(job))
-    assert default_job_row(results_table.table())[4] == "+25.0 points, intervals overlap"
+    row = default_job_row(results_table.table())
+    assert row[4].startswith(
+        "not separated: +25.0 points, McNemar's exact test over 128 tasks, p = 0.2, Holm "
+    )
 
 
 def test_the_markers_must_be_there_once_each():
@@ -71,20 +119,24 @@ def test_an_ecosystem_row_is_its_evaluate_reports_first_and_last_evaluation(tmp_
     ]
     (copy / folder / "report.json").write_text(json.dumps(report))
     monkeypatch.setattr(results_table, "RESULTS", copy)
-    (row,) = [r for r in results_table.rows() if r[0] == name]
+    gains = results_table.Family("gains")
+    row = results_table.written(results_table.trained_row(name, folder, gains))
+    # 20 of 100 against 40 of 100: pooled 0.3, z = 0.2 / sqrt(0.3 x 0.7 x 0.02) = 3.086, p = 0.002; alone in
+    # its family, Holm leaves it as it is. Two samples a task: the Wilson intervals are unclustered.
     assert row[1:5] == [
         "SmolLM2 (7)",
         "20.0% (13.0-29.0%)",
         "40.0% (31.0-50.0%) after 9 iterations",
-        "**yes**: +20.0 points, intervals separated (two-proportion p = 0.002)",
+        "**yes**: +20.0 points, unpaired two-proportion (no per-task outcomes) over 200 episodes; intervals "
+        "unclustered (2 samples a task), p = 0.002, Holm 0.002",
     ]
     entry["curve"][1]["success"] = 0.1
     (copy / folder / "report.json").write_text(json.dumps(report))
-    (row,) = [r for r in results_table.rows() if r[0] == name]
-    assert row[4].startswith("**no**: -10.0 points")
+    row = results_table.written(results_table.trained_row(name, folder, results_table.Family("gains")))
+    assert row[4].startswith("**falls**: -10.0 points")  # 20 -> 10 of 100: p = 0.048, alone in its family
 
 
-def test_a_comparison_row_per_arm_tests_each_seed_s_gain_and_the_arms(tmp_path, monkeypatch):
+def write_comparison(tmp_path, monkeypatch):
     from experiments import compare
 
     def run(arm, seed, initial, final):
@@ -100,26 +152,98 @@ def test_a_comparison_row_per_arm_tests_each_seed_s_gain_and_the_arms(tmp_path, 
     folder = tmp_path / "compare" / "gigpo-Sokoban-smollm2"  # a real folder's name, read from tmp_path
     folder.mkdir(parents=True)
     aggregate = compare.aggregate(runs, "advantage=episode")
-    results = {"reference": "advantage=episode", "aggregate": aggregate, "runs": runs}
+    results = {
+        "reference": "advantage=episode",
+        "aggregate": aggregate,
+        "runs": runs,
+        "provenance": COMMITTED,
+    }
     (folder / "results.json").write_text(json.dumps(results))
     monkeypatch.setattr(results_table, "RESULTS", tmp_path)
-    episode, gigpo = results_table.compared_rows("Sokoban", "compare/gigpo-Sokoban-smollm2")
+
+
+def test_a_comparison_row_per_arm_tests_each_seed_s_gain_and_the_arms_within_their_families(
+    tmp_path, monkeypatch
+):
+    write_comparison(tmp_path, monkeypatch)
+    gains, arms = results_table.Family("gains"), results_table.Family("arms")
+    episode, gigpo = map(
+        results_table.written,
+        results_table.compared_rows("Sokoban", "compare/gigpo-Sokoban-smollm2", None, gains, arms),
+    )
     assert episode[1:3] == ["SmolLM2 (60), 3 seeds, `advantage=episode`; env `max_turns=1`", "5.0% ± 0.0"]
-    assert episode[4].startswith("**no**: per seed -1.0, +0.0, -2.0 points")
-    # GiGPO: gains 15, 20, 10 points; paired t = 15 / (5 / sqrt(3)) = 5.196 on 2 degrees of freedom.
-    assert gigpo[3].startswith("20.0% ± 12.4 after 10 iterations")  # t_0.975(2) x 5 / sqrt(3) = 12.42
-    assert gigpo[4].startswith("**yes**: per seed +15.0, +20.0, +10.0 points (paired p = 0.035)")
-    assert "against advantage=episode: Welch p = " in gigpo[4]
+    assert gigpo[3] == "20.0% ± 12.4 after 10 iterations (peak 20.0% ± 12.4)"  # t_0.975(2) x 5 / sqrt(3)
+    # Gains: episode -1, 0, -2 points (t = -0.01 / (0.01 / sqrt(3)) = -1.732, p = 0.225); GiGPO 15, 20, 10
+    # (t = 5.196, p = 0.035). Holm over the two: 0.035 x 2 = 0.070, then 0.225: the words follow 0.070.
+    assert episode[4] == (
+        "not separated: per seed -1.0, +0.0, -2.0 points; paired t-test over 3 seeds, p = 0.23, Holm 0.23"
+    )
+    # Against episode at the end, paired by seed: 16, 20, 12 points, t = 6.928, p = 0.020, alone in its
+    # family.
+    assert gigpo[4] == (
+        "not separated: per seed +15.0, +20.0, +10.0 points; paired t-test over 3 seeds, p = 0.035, "
+        "Holm 0.07; against advantage=episode at the end: +16.0 points, paired t-test over 3 seeds, "
+        "p = 0.02, Holm 0.02: separated"
+    )
     assert gigpo[5] == "[comparison](docs/results/compare/gigpo-Sokoban-smollm2/comparison.md)"
+    assert (
+        gains.line() == "gains: m = 2 tests, Holm-adjusted"
+        and arms.line() == "arms: m = 1 tests, Holm-adjusted"
+    )
+    # GiGPO alone in its family: the same raw p, unadjusted, is a gain; no reference arm shown, no arm test.
+    alone, arms = results_table.Family("gains"), results_table.Family("arms")
+    (only,) = results_table.compared_rows(
+        "Sokoban", "compare/gigpo-Sokoban-smollm2", ("advantage=gigpo",), alone, arms
+    )
+    assert results_table.written(only)[4] == (
+        "**yes**: per seed +15.0, +20.0, +10.0 points; paired t-test over 3 seeds, p = 0.035, Holm 0.035"
+    )
+    assert arms.tests == []
 
 
 def test_each_comparison_s_rows_sit_with_its_env_s_other_rows():
-    names = [row[0] for row in results_table.rows()]
+    table_rows, _ = results_table.rows()
+    names = [row[0] for row in table_rows]
     runs = [name for k, name in enumerate(names) if k == 0 or names[k - 1] != name]
     assert len(runs) == len(set(runs)), f"an env's rows are split: {names}"
-    for name, folder in results_table.COMPARISONS:
+    for name, folder, shown in results_table.COMPARISONS:
         arms = results_table.load(f"{folder}/results.json")["aggregate"]
-        assert names.count(name) > len(next(iter(arms.values())))  # the arms come beside the env's own rows
+        assert names.count(name) > len(shown or next(iter(arms.values())))  # beside the env's own rows
+
+
+def test_the_per_env_table_names_its_families_and_shows_no_peak_without_the_final():
+    table = results_table.table()
+    assert "- Gain over the start (each row's change in held-out success): m = " in table
+    assert "- Arm against arm (an arm against its comparison's first arm, at the end): m = 3 tests" in table
+    assert "at the edge" not in table and "alike" not in table
+    table_rows, _ = results_table.rows()
+    for row in table_rows:
+        for cell in row[3:5]:
+            if "peak" in cell:
+                assert "after" in cell or "at the end" in cell or "final" in cell, cell
+    (modes,) = [row for row in table_rows if "seeds per replay mode" in row[1]]
+    assert modes[3].startswith("final ") and ", peak " in modes[3]
+    assert modes[4].index("at the end: ") < modes[4].index("at peak")
+
+
+def test_rows_from_files_without_a_commit_are_labelled(tmp_path, monkeypatch):
+    table_rows, _ = results_table.rows()
+    labelled = {row[1] for row in table_rows if results_table.NO_PROVENANCE in row[5]}
+    assert "tiny LM (400), 5 seeds per replay mode" in labelled  # compare-FrozenLake.json: commit null
+    assert "SmolLM2 (60), 2 seeds" in labelled  # smollm2_rl and the backfill comparison: none
+    assert results_table.NO_PROVENANCE not in default_job_row(results_table.table())[5]  # it has a commit
+    tiny_rows = [row for row in table_rows if row[5].startswith(results_table.TINY_WARM_STARTS)]
+    assert tiny_rows and all("measured before the content-based splits" in row[5] for row in tiny_rows)
+
+    copy = tmp_path / "results"
+    shutil.copytree(results_table.RESULTS, copy)
+    smollm2 = json.loads((copy / "smollm2_rl" / "results.json").read_text())
+    smollm2["provenance"]["commit"] = "0" * 40
+    (copy / "smollm2_rl" / "results.json").write_text(json.dumps(smollm2))
+    monkeypatch.setattr(results_table, "RESULTS", copy)
+    table_rows, _ = results_table.rows()
+    (nq_search,) = [row for row in table_rows if row[:2] == ["NQSearch", "SmolLM2 (15)"]]
+    assert nq_search[5] == results_table.SMOLLM2_RUNS
 
 
 def test_the_replay_markers_must_be_there_too():
@@ -129,7 +253,7 @@ def test_the_replay_markers_must_be_there_too():
         results_table.with_table(without)
 
 
-def test_the_replay_table_sets_each_comparison_beside_the_paper_s_row(tmp_path, monkeypatch):
+def test_the_replay_table_sets_each_comparison_beside_the_paper_s_row_in_one_family(tmp_path, monkeypatch):
     from experiments import compare
 
     copy = tmp_path / "results"
@@ -140,29 +264,44 @@ def test_the_replay_table_sets_each_comparison_beside_the_paper_s_row(tmp_path, 
         return {"env": "freshrl/NQSearch-v0", "arm": mode, "seed": seed, "initial": 0.5, "peak": peak,
                 "final": peak - 0.1, "curve": curve}  # fmt: skip
 
-    peaks = {"on_policy": [0.6, 0.7], "per": [0.6, 0.6], "freshper": [0.8, 0.9], "freshper_poly": [0.7]}
+    peaks = {"on_policy": [0.6, 0.7], "per": [0.6, 0.6], "freshper": [0.8, 0.85], "freshper_poly": [0.7]}
     runs = [run(mode, seed, peak) for mode, values in peaks.items() for seed, peak in enumerate(values)]
     results = {
         "aggregate": compare.aggregate(runs, "freshper"),
+        "runs": runs,
         "planned_runs": 8,
         "missing": [{"env": "freshrl/NQSearch-v0", "arm": "freshper_poly", "seed": 1}],
     }
     (copy / "compare" / "replay-NQSearch-smollm2" / "results.json").write_text(json.dumps(results))
     monkeypatch.setattr(results_table, "RESULTS", copy)
-    rows = [row for row in results_table.replay_rows() if row[0] == "NQ Search (LLM)"]
-    paper, peak, final = rows
+    monkeypatch.setattr(results_table, "REPLAY_STUDY", results_table.REPLAY_STUDY[:2])
+    table_rows, family = results_table.replay_rows()
+    paper, peak, final, _, sokoban = table_rows
     assert paper[2:7] == ["0.508", "0.336", "0.742", "-", "+0.234; +0.406 (no spread published)"]
     assert peak[1] == (
         "freshrl: NQSearch, SmolLM2 (15), 1-2 seeds per mode, partial: 7 of 8 runs; validation success from "
         "0.500, peak"
     )
-    # FreshPER 0.85 +- 12.706 x 0.0707 / sqrt(2) over its 2 seeds; the polynomial mode ran 1 seed of 2.
-    assert peak[2:6] == ["0.650 ± 0.635", "0.600 ± 0.000", "0.850 ± 0.635", "0.700 (n=1)"]
-    # Welch against on-policy: t = 0.2 / 0.0707 = 2.83 on 2 degrees of freedom; PER has no spread.
-    assert peak[6] == "+0.200 (Welch p = 0.11); +0.250 (Welch p = 0.13)"
-    assert final[1].endswith(", final") and final[4] == "0.750 ± 0.635"
-    sokoban = [row for row in results_table.replay_rows() if row[0] == "Sokoban Simple (LLM)"]
-    assert sokoban[1][2].startswith("not run: ")
+    # FreshPER 0.825 +- 12.706 x 0.0354 / sqrt(2) over its 2 seeds; the polynomial mode ran 1 seed of 2.
+    assert peak[2:6] == ["0.650 ± 0.635", "0.600 ± 0.000", "0.825 ± 0.318", "0.700 (n=1)"]
+    # Paired by seed: against on-policy 0.20, 0.15 (t = 7.0 on 1 degree of freedom, p = 0.090), against PER
+    # 0.20, 0.25 (t = 9.0, p = 0.070); the same at the end. Holm over the four: 4 x 0.070 = 0.28 for all.
+    assert peak[6] == (
+        "+0.175 (paired t-test over 2 seeds, p = 0.09, Holm 0.28: not separated); "
+        "+0.225 (paired t-test over 2 seeds, p = 0.07, Holm 0.28: not separated)"
+    )
+    assert final[1].endswith(", final") and final[4] == "0.725 ± 0.318" and final[6] == peak[6]
+    assert family.line().endswith("m = 4 tests, Holm-adjusted")
+    assert sokoban[2].startswith("not run: ")
+
+
+def test_the_replay_table_tests_a_record_of_means_only_with_welch_s_test():
+    table_rows, _ = results_table.replay_rows()
+    frozen_lake = [row for row in table_rows if row[0] == "FrozenLake (LLM)" and row[1].startswith("freshrl")]
+    assert [row[1].rsplit(", ", 1)[1] for row in frozen_lake] == ["peak", "final"]
+    for row in frozen_lake:
+        assert row[6].count("Welch's t-test over 10 seeds") == 2
+        assert row[7].endswith(results_table.NO_PROVENANCE)
 
 
 def test_the_tau_sweep_rows_come_from_its_summary(tmp_path, monkeypatch):
@@ -174,27 +313,41 @@ def test_the_tau_sweep_rows_come_from_its_summary(tmp_path, monkeypatch):
     monkeypatch.setattr(results_table, "RESULTS", copy)
     task, ours, folder = results_table.TAU_SWEEPS[0]
     shutil.rmtree(copy / folder, ignore_errors=True)
-    assert results_table.sweep_rows()[0][:3] == [task, ours, "not run yet"]
+    assert results_table.sweep_rows()[0][0][:3] == [task, ours, "not run yet"]
 
-    def row(tau, seed, final):
-        return {"tau": tau, "eps_high": 0.28, "seed": seed, "status": "ok", "final_validation_success": final,
-                "peak_validation_success": final + 0.1, "minutes": 20.0}  # fmt: skip
+    def row(tau, seed, final, eps_high=0.28):
+        return {"tau": tau, "eps_high": eps_high, "seed": seed, "status": "ok",
+                "final_validation_success": final, "peak_validation_success": final + 0.1,
+                "minutes": 20.0}  # fmt: skip
 
-    grid = sweep_points.points([row(4.0, 0, 0.6), row(4.0, 1, 0.8), row(math.inf, 0, 0.5)])
+    trials = [row(4.0, 0, 0.6), row(4.0, 1, 0.8), row(math.inf, 0, 0.5)]
+    trials += [row(4.0, 0, 0.6, eps_high=0.2), row(4.0, 1, 0.7, eps_high=0.2)]
+    grid = sweep_points.points(trials)
     summary = {
         "points": grid,
         "best_point": sweep_points.best_point(grid),
-        "planned_trials": 4,
+        "trials": [{**trial, "tau": None if trial["tau"] == math.inf else trial["tau"]} for trial in trials],
+        "planned_trials": 6,
         "missing": ["tau no decay, eps_high 0.28, seed 1"],
         "iterations": 6,
+        "provenance": COMMITTED,
     }
     (copy / folder).mkdir(parents=True)
     write_json(copy / folder / "summary.json", summary)  # as experiments.sweep writes it: inf as null
-    four, no_decay = results_table.sweep_rows()
-    # 0.7 +- 12.706 x 0.1414 / sqrt(2); the no-decay point has one seed so far.
-    assert four[1:8] == [f"{ours}, 6 iterations a trial, partial: 3 of 4 trials", "**4 (best)**", "0.28", "2",
+    swept, (note,) = results_table.sweep_rows()
+    low, four, no_decay = swept
+    # 0.7 +- 12.706 x 0.1414 / sqrt(2); no point is marked best: the intervals overlap.
+    assert four[1:8] == [f"{ours}, 6 iterations a trial, partial: 5 of 6 trials", "4", "0.28", "2",
                          "0.700 ± 1.271", "0.800 ± 1.271", "20.0"]  # fmt: skip
     assert no_decay[2:6] == ["no decay", "0.28", "1", "0.500"]
     assert four[8] == f"[sweep](docs/results/{folder}/summary.md)"
+    assert "best" not in " ".join(" ".join(r) for r in swept)
+    # Seed 0 at tau 4 gave 0.6 with both eps_high values, seed 1 did not: one identical pair of two.
+    assert note == (
+        f"{task}: nothing separates the points: every point's final 95% interval overlaps every "
+        "other's, so none is marked best. 1 of the 2 eps_high sets of one tau and seed gave identical "
+        "evaluations (tau 4 seed 0): eps_high hardly acts, so the trials are not independent and the grid "
+        "measures the 2 tau values over 2 seeds"
+    )
     write_json(copy / folder / "summary.json", {**summary, "points": [], "best_point": None})
-    assert results_table.sweep_rows()[0][2] == "started: no trial finished yet"
+    assert results_table.sweep_rows()[0][0][2] == "started: no trial finished yet"
