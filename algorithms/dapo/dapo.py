@@ -34,7 +34,7 @@ from algorithms.dapo.config import DAPOConfig, evaluation_task_checks
 from algorithms.dapo.dynamic_sampling import DynamicSampler
 from algorithms.dapo.evaluation import summarize_episodes
 from algorithms.dapo.gigpo import GiGPOFallbackWarning, gigpo_credit, has_state_keys, step_group_metrics
-from algorithms.dapo.groups import DYNAMIC_SAMPLING_METRICS, shape_and_score_group
+from algorithms.dapo.groups import DYNAMIC_SAMPLING_METRICS, has_step_signal, shape_and_score_group
 from algorithms.dapo.overlong import is_overlong
 from algorithms.dapo.remote_rollouts import (
     InFlightRollout,
@@ -87,6 +87,7 @@ class DAPO(Algorithm):
             config.max_generation_batches,
             filter_groups=config.dynamic_sampling,
             metric=DYNAMIC_SAMPLING_METRICS[config.dynamic_sampling_metric],
+            also_keep=has_step_signal if config.advantage == "gigpo" else None,
         )
         self._replay = config.build_replay_buffer()
         self._warned_no_state_keys = False

@@ -15,6 +15,9 @@ and differs from verl's DAPO recipe (which raises at its generation budget and d
   all equal (max > min; a one-trajectory group never is). DAPO passes accuracy (0/1 success, the paper's
   constraint, as verl's ``acc``) by default, or the shaped rewards for envs whose success is not binary
   (algorithms/dapo/groups.py ``DYNAMIC_SAMPLING_METRICS``).
+- ``also_keep`` keeps a group the metric calls uninformative when it still carries a signal the advantage
+  estimator uses: with GiGPO, non-zero step advantages (``groups.has_step_signal``). Without it (episode
+  advantages) the filter is exactly DAPO's Eq. 11.
 """
 
 from __future__ import annotations
@@ -63,7 +66,8 @@ class DynamicSampler(Generic[G]):
     target_groups: groups to return per call (P, the prompt batch). max_generation_batches: the most calls
     of ``generate`` per call of :meth:`collect` (>= 1). filter_groups: False keeps every group (naive GRPO),
     still respecting the target and the surplus. metric: per-trajectory values of a group deciding whether it
-    is informative (required when filtering). Every generation batch is a full prompt batch of
+    is informative (required when filtering). also_keep: a group for which it returns True is kept whatever
+    its metric values. Every generation batch is a full prompt batch of
     ``target_groups`` groups, as in DAPO and verl.
 
     ``surplus`` (FIFO: the oldest groups are returned first) is part of :meth:`state_dict`, so groups must be
@@ -77,6 +81,7 @@ class DynamicSampler(Generic[G]):
         *,
         filter_groups: bool = True,
         metric: Callable[[G], Sequence[float]] | None = None,
+        also_keep: Callable[[G], bool] | None = None,
     ):
         if target_groups < 1:
             raise ValueError(f"target_groups must be >= 1, got {target_groups}")
@@ -90,11 +95,13 @@ class DynamicSampler(Generic[G]):
         self.max_generation_batches = max_generation_batches
         self.filter_groups = filter_groups
         self.metric = metric
+        self.also_keep = also_keep
         self.surplus: list[G] = []
 
     def is_informative(self, group: G) -> bool:
-        """True when the group's metric values are not all equal (with filtering off: always)."""
-        if not self.filter_groups:
+        """True when the group's metric values are not all equal, or ``also_keep`` says it carries a signal
+        (with filtering off: always)."""
+        if not self.filter_groups or (self.also_keep is not None and self.also_keep(group)):
             return True
         values = np.asarray(self.metric(group), dtype=np.float64)
         if not np.all(np.isfinite(values)):

@@ -73,6 +73,15 @@ def group_rewards(group: Sequence[Trajectory]) -> list[float]:
     return [t.reward for t in group]
 
 
+def has_step_signal(group: Sequence[Trajectory]) -> bool:
+    """Whether a turn of the group has a non-zero GiGPO step advantage (arXiv 2505.10978 Eq. 7): its turn
+    advantage differs from its episode's (``turn_advantages`` = advantage + omega x step advantage, Eq. 8).
+    A group whose episodes tie on the dynamic-sampling metric (equal returns, say all failed) can still reach
+    a shared state and act differently there: DAPO's Eq. 11 filter would drop exactly the groups GiGPO's
+    turn-level credit is for. False for episode advantages (no ``turn_advantages``)."""
+    return any(a != t.advantage for t in group for a in t.turn_advantages)
+
+
 # DAPOConfig.dynamic_sampling_metric -> the values of a group that must not be all equal for it to be kept.
 DYNAMIC_SAMPLING_METRICS: dict[str, Callable[[Sequence[Trajectory]], list[float]]] = {
     "success": group_successes,

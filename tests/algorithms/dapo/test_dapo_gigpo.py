@@ -10,8 +10,9 @@ import pytest
 
 from algorithms.dapo import DAPOConfig
 from algorithms.dapo.collate import collate
+from algorithms.dapo.dynamic_sampling import DynamicSampler
 from algorithms.dapo.gigpo import discounted_returns, gigpo_credit, step_group_metrics, step_groups
-from algorithms.dapo.groups import shape_and_score_group
+from algorithms.dapo.groups import group_rewards, group_successes, has_step_signal, shape_and_score_group
 from algorithms.trajectory import Trajectory
 
 S2 = math.sqrt(2.0)
@@ -176,3 +177,33 @@ def test_config_defaults_and_validation():
         bad = DAPOConfig().environment("freshrl/FrozenLake-v0").training(**settings)
         with pytest.raises(ValueError, match=message):
             bad.validate()
+
+
+def tied_but_different_steps() -> list[Trajectory]:
+    """Both episodes fail with return 0 from state a: episode 0 loses 0.1 at a and wins it back at b,
+    episode 1 earns nothing at a or c. Equal returns, so equal success and equal rewards; but at a their
+    discounted step returns differ (-0.1 + 0.95 x 0.1 = -0.005 against 0)."""
+    return [episode(["a", "b"], [-0.1, 0.1]), episode(["a", "c"], [0.0, 0.0])]
+
+
+def test_dynamic_sampling_keeps_a_tied_group_with_step_signal_under_gigpo_only():
+    gigpo, episodic = tied_but_different_steps(), tied_but_different_steps()
+    shape(gigpo, advantage="gigpo")
+    shape(episodic, advantage="episode")
+    # The step group {a} of two: A_S = (-0.005 - (-0.0025)) / std = -1 and +1 (mean-centred, std-normalised).
+    assert [t.turn_advantages[0] for t in gigpo] == pytest.approx([-1.0, 1.0])
+    assert [t.advantage for t in gigpo] == [0.0, 0.0]
+    assert has_step_signal(gigpo) and not has_step_signal(episodic)
+    for metric in (group_successes, group_rewards):
+        dapo = DynamicSampler(1, 1, metric=metric)  # DAPO's Eq. 11 filter alone
+        with_steps = DynamicSampler(1, 1, metric=metric, also_keep=has_step_signal)
+        assert not dapo.is_informative(gigpo) and not dapo.is_informative(episodic)
+        assert with_steps.is_informative(gigpo)
+        # Episode advantages leave Eq. 11 as it is: the tied group is still dropped.
+        assert not with_steps.is_informative(episodic)
+
+
+def test_a_group_without_a_shared_state_has_no_step_signal():
+    group = [episode(["a", "b"], [0.0, 1.0]), episode(["c", "d"], [0.0, 0.0])]
+    shape(group, advantage="gigpo")
+    assert not has_step_signal(group)
