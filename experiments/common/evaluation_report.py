@@ -12,6 +12,13 @@ A report is a plain dict (what report.json holds):
                                 "success_ci95_high": float}, ...],          # with --train: validation
                      "training": [{"iteration": int, "rollout_success": float}, ...]}}}  # with --train
 
+A served model's report (``--endpoint``) adds ``"endpoint": {"url", "api_base", "served_model", "api_key_env"
+(the variable's name, never the key), "timeout_s", "retries", "concurrency"}`` and per env ``"sampling"``
+(temperature, top_p, max_tokens, stop, seed), ``"max_context_tokens"``, ``"lost": {"episodes",
+"tasks_left_out", "kinds": {error kind: episodes}, "examples"}``, ``"turns_without_usage"`` and
+``"ended_by"`` (episodes per end: ``env``, ``context``, ``budget``); its
+``"dtypes"`` is absent and ``"metrics"`` is None when every task was lost.
+
 Everything here is a pure function of that dict, so the tables and the figure are tested on synthetic metrics.
 """
 
@@ -61,20 +68,50 @@ def machine_line(machine: dict[str, Any]) -> str:
     return f"{machine['cores']} cores ({machine['cpu_model']}; {flags}), {machine['allocator']}, {gpu}"
 
 
+def endpoint_lines(report: dict[str, Any]) -> list[str]:
+    """The header lines of a served model's report: the server, the sampling and the lost episodes."""
+    served = report["endpoint"]
+    key = f"an API key from ${served['api_key_env']}" if served["api_key_env"] else "no API key"
+    lines = [
+        f"- served model: `{served['served_model']}` at {served['url']} (OpenAI-compatible chat completions, "
+        f"{key}; timeout {served['timeout_s']:g} s, {served['retries']} retries, {served['concurrency']} "
+        "episodes at once)",
+    ]
+    for name, entry in report["envs"].items():
+        sampling, lost = entry["sampling"], entry["lost"]
+        kinds = ", ".join(f"{kind}: {n}" for kind, n in lost["kinds"].items())
+        lines.append(
+            f"- {name}: temperature {sampling['temperature']:g}, top-p {sampling['top_p']:g}, at most "
+            f"{sampling['max_tokens']} tokens a turn, seed {sampling['seed']}; lost episodes "
+            f"{lost['episodes']}" + (f" ({kinds}; {lost['tasks_left_out']} tasks left out)" if kinds else "")
+        )
+    lines.append(
+        "- a lost episode is one the server failed (connection, timeout, HTTP 429/5xx) after every retry: "
+        "not a failure of the model; a task with a lost sample is left out of every figure"
+    )
+    return lines
+
+
 def markdown(report: dict[str, Any]) -> str:
     """report.md: what was run (command, models, date, commit), a row per env, then a table per env."""
     envs = report["envs"]
     k = report["samples"]
     made = report["provenance"]
     dirty = " (with uncommitted changes)" if made["dirty"] else ""
+    served = "endpoint" in report
+    how = (
+        "played over the endpoint, summarized as algo.evaluate_policy summarizes"
+        if served
+        else "algo.evaluate_policy: the algorithm's own evaluation"
+    )
     lines = [
         "# freshrl benchmark: the agentic env suite",
         "",
         f"- command: `{made['command']}`",
         f"- date: {made['date']}; commit {made['commit']}{dirty}; {report['seconds']:.0f} s in all on "
         f"{machine_line(made['machine'])}",
-        f"- evaluation: {report['tasks']} {report['split']} tasks per env x {k} samples each "
-        "(algo.evaluate_policy: the algorithm's own evaluation)",
+        *(endpoint_lines(report) if served else []),
+        f"- evaluation: {report['tasks']} {report['split']} tasks per env x {k} samples each ({how})",
         f"- training before the evaluation: {report['train_iterations']} DAPO iterations per env"
         if report["train_iterations"]
         else "- no training: the models as given",
@@ -87,7 +124,10 @@ def markdown(report: dict[str, Any]) -> str:
         "|---|---|---|---|---|---|---|---|",
     ]
     for name, entry in envs.items():
-        m, model = entry["metrics"], Path(entry["model"]).name
+        m, model = entry["metrics"], entry["model"] if served else Path(entry["model"]).name
+        if m is None:
+            lines.append(f"| {name} | `{model}` | every task lost | | | | | |")
+            continue
         lines.append(
             f"| {name} | `{model}` | {success_cell(m)} | {m.get(f'pass@{k}', m['success']):.3f} "
             f"| {m['return_mean']:.3f} | {m['format_valid_rate']:.1%} | {m['turns_mean']:.2f} "
@@ -101,6 +141,9 @@ def markdown(report: dict[str, Any]) -> str:
             f"Model: `{entry['model']}`; {entry['seconds']:.0f} s.",
             "",
         ]
+        if entry["metrics"] is None:
+            lines.append(f"Every task lost ({entry['lost']['episodes']} episodes): no figures.")
+            continue
         lines += env_table(entry["metrics"])
         if entry.get("curve"):
             points = ", ".join(f"{p['iteration']}: {p['success']:.3f}" for p in entry["curve"])
@@ -116,7 +159,7 @@ def plot(report: dict[str, Any], path: str | Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    envs = report["envs"]
+    envs = {name: entry for name, entry in report["envs"].items() if entry["metrics"] is not None}
     names = list(envs)
     trained = any(entry.get("curve") for entry in envs.values())
     fig, axes = plt.subplots(1, 2 if trained else 1, figsize=(11 if trained else 6, 4), squeeze=False)
