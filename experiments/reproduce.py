@@ -3,14 +3,18 @@
 Reads the claims registry (docs/results/claims.yaml, ``experiments/common/claims.py``), re-runs each claim's
 command into a temporary folder (never over the committed record), streaming its output, and prints a verdict
 per claim: ``reproduced``, ``differs: recorded X, today Y`` (exact for deterministic values, inside the
-recorded 95% interval for stochastic ones), or ``failed`` when the command fails. For every recorded result
-it also says how many commits touched the paths its value depends on since the commit it records: ``stale``
-when any did (``unknown`` without git or a recorded commit). Exits 1 when a re-run claim differs or fails.
+recorded 95% interval for stochastic ones, inside the recorded mean's t interval for means over seeds), or
+``failed`` when the command fails. Every record also gets its state against the code
+(experiments/common/staleness.py): ``current``, ``stale (N commits touched ...)`` when commits since the one
+it records touched the files its command runs (its module and the project modules it imports) or its listed
+inputs, ``recorded before provenance`` (no commit recorded), or ``missing``; and ``intervals unclustered``
+where an evaluation of k > 1 episodes per task kept no per-task outcomes. Exits 1 when a re-run claim
+differs or fails.
 
-    python -m experiments.reproduce                     # every claim (about 12 min on an idle 2-core machine)
+    python -m experiments.reproduce                     # every claim (hours: --list gives each one's cost)
     python -m experiments.reproduce --quick             # the quick claims only (seconds; make test runs it)
     python -m experiments.reproduce --claims env-contract smollm2-zero-shot-frozenlake
-    python -m experiments.reproduce --list              # the claims and their staleness, nothing run
+    python -m experiments.reproduce --list              # each claim's state and cost, nothing run
 
 Timings are never claims: the machines differ. docs/results/README.md explains results files and how to add
 a claim.
@@ -28,9 +32,18 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from experiments.common.claims import REGISTRY, Claim, ClaimsError, differences, load_claims, observed
+from experiments.common.claims import (
+    REGISTRY,
+    Claim,
+    ClaimsError,
+    claim_state,
+    cpu_dependent_lines,
+    differences,
+    load_claims,
+    observed,
+)
+from experiments.common.import_graph import ImportGraph
 from experiments.common.results_json import REPOSITORY
-from experiments.common.staleness import commits_since, recorded_commit
 
 PROG = "python -m experiments.reproduce"
 
@@ -39,7 +52,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog=PROG, description=__doc__.splitlines()[0])
     chosen = parser.add_mutually_exclusive_group()
     chosen.add_argument(
-        "--list", action="store_true", help="list the claims and their staleness; run nothing"
+        "--list", action="store_true", help="list the claims, each with its state and cost; run nothing"
     )
     chosen.add_argument("--quick", action="store_true", help="run only the quick claims (seconds)")
     chosen.add_argument("--claims", nargs="+", metavar="NAME", help="run these claims (default: all)")
@@ -59,22 +72,6 @@ def recorded(claim: Claim) -> dict[str, Any] | None:
     """The claim's results file, or None when it is not there."""
     path = claim.results_path
     return json.loads(path.read_text()) if path.is_file() else None
-
-
-def staleness(claim: Claim, results: dict[str, Any] | None) -> tuple[str, bool]:
-    """A line on how old the claim's record is against its code, and whether it is stale."""
-    if results is None:
-        return f"no record: {claim.results} is missing", False
-    commit = recorded_commit(results)
-    count = commits_since(commit, claim.depends_on)
-    made = results.get("provenance") or {}
-    dirty = ", from a tree with uncommitted changes" if made.get("dirty") else ""
-    where = f"recorded at {commit or 'an unrecorded commit'}{dirty}"
-    if count is None:
-        return f"{where}; staleness unknown (no git, or a commit this clone lacks)", False
-    if count == 0:
-        return f"{where}; no commit since touched {', '.join(claim.depends_on)}", False
-    return f"{where}; stale: {count} commits since touched {', '.join(claim.depends_on)}", True
 
 
 def measure(claim: Claim) -> dict[str, Any]:
@@ -103,7 +100,7 @@ def measure(claim: Claim) -> dict[str, Any]:
         if not written.is_file():
             raise RuntimeError(f"the command wrote no {claim.writes}")
         try:
-            return observed(claim, json.loads(written.read_text()))
+            return observed(claim, json.loads(written.read_text()), written=True)
         except KeyError as error:
             raise RuntimeError(f"{claim.writes} has no {error}") from None
 
@@ -121,7 +118,8 @@ def verdict(claim: Claim, results: dict[str, Any] | None) -> tuple[str, bool]:
     except RuntimeError as error:
         return f"failed: {error}", False
     lines = differences(claim, before, today)
-    return ("differs: " + "; ".join(lines), False) if lines else ("reproduced", True)
+    beside = "".join(f"; {line}" for line in cpu_dependent_lines(claim, before, today))
+    return ("differs: " + "; ".join(lines) + beside, False) if lines else ("reproduced" + beside, True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -147,26 +145,30 @@ def main(argv: list[str] | None = None) -> int:
         if not ok:
             failed.append(name)
 
-    print("\nRecorded results against the code they depend on:")
+    graph = ImportGraph()  # parsed once, for every claim
+    states = {name: claim_state(claim, records[name], graph) for name, claim in claims.items()}
     width = max(map(len, claims))
-    stale = {}
-    for name, claim in claims.items():
-        line, stale[name] = staleness(claim, records[name])
-        print(f"  {name:<{width}}  {claim.results}: {line}")
     if args.list:
         for name, claim in claims.items():
-            print(f"\n{name}{' (quick)' if claim.quick else ''}: {claim.what}")
-            print(f"  recorded in {claim.results} at {', '.join(claim.keys)}; compared {claim.compare}")
-            print(f"  re-run: {claim.command}   ({claim.takes})")
+            print(f"\n{name}{' (quick)' if claim.quick else ''}: {states[name].label}; takes {claim.takes}")
+            print(f"  {claim.what}")
+            keys = ", ".join(claim.recorded_keys)
+            print(f"  recorded in {claim.results} at {keys}; compared {claim.compare}")
+            print(f"  re-run: {claim.command}")
         return 0
+    print("\nRecorded results against the code they come from:")
+    for name, claim in claims.items():
+        print(f"  {name:<{width}}  {claim.results}: {states[name].label}")
 
     print("\nVerdicts:")
     for name in claims:
         if name in verdicts:
-            note = "; its record is stale (re-record it)" if stale[name] and name not in failed else ""
-            print(f"  {name:<{width}}  {verdicts[name]}{note}")
+            stale = (
+                "; its record is stale (re-record it)" if states[name].stale and name not in failed else ""
+            )
+            print(f"  {name:<{width}}  {verdicts[name]}{stale}")
         else:
-            print(f"  {name:<{width}}  not re-run{'; stale' if stale[name] else ''}")
+            print(f"  {name:<{width}}  not re-run{'; stale' if states[name].stale else ''}")
     return 1 if failed else 0
 
 
