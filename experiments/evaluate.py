@@ -8,8 +8,8 @@ those ``--envs`` names: ``--tasks`` tasks of the ``--split`` (validation or test
 training uses). Writes, into ``--output``:
 
 - ``report.md``: the command, models, date, commit and machine (its provenance); a summary row per env and
-  a table per env (success with its 95% Wilson interval, pass@k, mean return, format-valid rate, turns,
-  response length);
+  a table per env (success with its 95% interval, Wilson's or over task means, pass@k, mean return,
+  format-valid rate, turns, response length);
 - ``report.json``: the same numbers and the provenance (``experiments/common/evaluation_report.py``
   describes it);
 - ``report.png``: success per env with error bars; with ``--train N``, learning curves per env too.

@@ -6,7 +6,7 @@ warm-started on the env; ``--algorithm``, ``--scale``, ``--set key=value``, the 
 replay mode, for ``--iterations`` training iterations. The trial is evaluated inside training by DAPO's own
 evaluation (RLlib's ``evaluation_interval`` = ``--eval-every``: one episode on each of the first
 ``--eval-tasks`` tasks of the validation split, ``DAPO.evaluate_policy``). Every result carries the latest
-evaluation under ``evaluation/`` (``evaluation/success``, its Wilson interval, pass@k, ...;
+evaluation under ``evaluation/`` (``evaluation/success``, its 95% interval, pass@k, ...;
 ``evaluation/iteration`` says after which iteration it was measured): the first and the last result are
 evaluated too where RLlib's interval skips them (:class:`CarryEvaluation`), so the metric is present in every
 result that Tune's searchers and schedulers see, which Tune requires of a searcher's metric, and a trial's

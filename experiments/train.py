@@ -10,10 +10,10 @@ Evaluates the starting policy on validation tasks (``DAPO.evaluate_policy``), tr
 with a live progress bar, evaluating inside training every ``--eval-every`` iterations (RLlib's
 ``evaluation_interval``; the last iteration always), and writes a results folder: ``metrics.csv`` (one row
 per iteration, ``evaluation/...`` where evaluated), ``curves.png`` (DAPO's monitoring curves and success),
-``summary.json`` (the evaluations before and after: success with its 95% Wilson interval, pass@k, return,
-format-valid rate, turns, response length; the settings; how many iterations trained nothing; the
-provenance, ``experiments/common/results_json.py``), ``checkpoint/`` (resume with ``--resume``) and
-``run.log`` (every log record; the console shows the run's lines and real warnings,
+``summary.json`` (the evaluations before and after: success with its 95% interval and per-task outcomes,
+pass@k, return, format-valid rate, turns, response length; the settings; how many iterations trained
+nothing; the provenance, ``experiments/common/results_json.py``), ``checkpoint/`` (resume with
+``--resume``) and ``run.log`` (every log record; the console shows the run's lines and real warnings,
 ``experiments/common/quiet_logs.py``).
 
 ``--env`` takes a registered id or Gymnasium's ``module:ns/Name-v0``, which imports ``module`` first (in every

@@ -46,13 +46,23 @@ def pass_keys(metrics: dict[str, Any]) -> list[str]:
 
 
 def success_cell(metrics: dict[str, Any]) -> str:
-    """Success with its 95% Wilson interval, e.g. ``0.469 [0.383, 0.557]``."""
+    """Success with its 95% interval, e.g. ``0.469 [0.383, 0.557]``."""
     return f"{metrics['success']:.3f} [{metrics['success_ci95_low']:.3f}, {metrics['success_ci95_high']:.3f}]"
+
+
+def interval_method(metrics: dict[str, Any]) -> str:
+    """How the interval was computed and over which unit: Wilson over episodes with one sample a task, the
+    t interval over task means with several (``success_ci95_method``; older records: Wilson, unclustered)."""
+    method = metrics.get("success_ci95_method")
+    if method is None:
+        return "Wilson over episodes, unclustered"
+    return "Wilson over episodes" if method == "wilson" else f"{method}, over tasks"
 
 
 def env_table(metrics: dict[str, Any]) -> list[str]:
     """Markdown lines of one env's table: success with CI, pass@k, return, format rate, turns, length."""
-    lines = ["| metric | value |", "|---|---|", f"| success (95% Wilson CI) | {success_cell(metrics)} |"]
+    label = f"success (95% CI: {interval_method(metrics)})"
+    lines = ["| metric | value |", "|---|---|", f"| {label} | {success_cell(metrics)} |"]
     lines += [f"| {key} | {metrics[key]:.3f} |" for key in pass_keys(metrics)]
     for key, label, form in ROWS:
         if key in metrics:
@@ -115,8 +125,9 @@ def markdown(report: dict[str, Any]) -> str:
         f"- training before the evaluation: {report['train_iterations']} DAPO iterations per env"
         if report["train_iterations"]
         else "- no training: the models as given",
-        "- success: mean over all episodes, with its 95% Wilson interval; pass@k: unbiased estimator "
-        "(Chen et al. 2021), mean over tasks",
+        "- success: mean over all episodes, with its 95% interval: Wilson's over episodes with one sample a "
+        "task, the t interval over the task means with several (a task's samples are one unit); pass@k: "
+        "unbiased estimator (Chen et al. 2021), mean over tasks",
         "",
         "![success per env](report.png)",
         "",
@@ -169,7 +180,7 @@ def plot(report: dict[str, Any], path: str | Path) -> None:
     high = [envs[n]["metrics"]["success_ci95_high"] - s for s, n in zip(success, names, strict=True)]
     bars.bar(names, success, yerr=[low, high], capsize=4, color="tab:blue")
     bars.set_ylim(0, 1)
-    bars.set_ylabel("success (95% Wilson CI)")
+    bars.set_ylabel("success (95% CI)")
     bars.set_title(f"{report['tasks']} {report['split']} tasks x {report['samples']} samples")
     bars.tick_params(axis="x", labelrotation=20)
     if trained:

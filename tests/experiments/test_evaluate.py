@@ -103,7 +103,10 @@ def test_pass_keys_sort_by_k():
 
 def test_an_env_table_has_success_with_its_interval_pass_at_k_return_format_turns_and_length():
     text = "\n".join(env_table(metrics(0.375, 0.25, 0.52)))
-    assert "| success (95% Wilson CI) | 0.375 [0.250, 0.520] |" in text
+    assert "| success (95% CI: Wilson over episodes, unclustered) | 0.375 [0.250, 0.520] |" in text
+    # The interval names its method and unit: over task means where a task had several samples.
+    clustered = {**metrics(0.375, 0.25, 0.52), "success_ci95_method": "task-clustered t"}
+    assert "| success (95% CI: task-clustered t, over tasks) |" in "\n".join(env_table(clustered))
     assert "| pass@1 |" in text and "| pass@4 |" in text
     assert "| mean return | 0.275 |" in text
     assert "| format-valid turns | 87.5% |" in text
