@@ -63,7 +63,7 @@ import numpy as np
 
 from algorithms.replay import REPLAY_MODES
 from experiments.common import learning_diagnostics
-from experiments.common.freshper_paper import PAPER_TABLE_1, PAPER_TASK
+from experiments.common.freshper_paper import PAPER_TABLE_1, PAPER_TASK, proportional_effect
 from experiments.common.peak_memory import SAMPLE_INTERVAL_S, PeakRss
 from experiments.common.ray_session import start_ray
 from experiments.common.replay_drift import drift
@@ -690,9 +690,12 @@ def _tests(table: dict[str, Any], arms: list[Arm], reference: str, noun: str) ->
             for key in ("peak", "final"):
                 t = test[key]
                 names.append(t["test"])
+                gain = cells[arm.label][key]["mean"] - cells[arm.label]["initial"]["mean"]
+                effect = proportional_effect(env, arm.label, gain)
                 rows.append(
                     f"| {env} | {arm.name} | {key} | {t['difference']:+.3f} | {t['test']} | "
-                    f"{_number(t['p_value'])} | {_number(t['p_holm'])} | {_number(t['detectable'])} |"
+                    f"{_number(t['p_value'])} | {_number(t['p_holm'])} | {_number(t['detectable'])} | "
+                    f"{'-' if effect is None else f'{effect:+.3f}'} |"
                 )
     if not rows:
         return []
@@ -703,10 +706,13 @@ def _tests(table: dict[str, Any], arms: list[Arm], reference: str, noun: str) ->
         "t-test pairs the two runs of each seed where both ran the same seeds; Welch's t-test compares the "
         "two sets of runs otherwise. Holm p = the p-value adjusted over every test of this table (Holm's "
         "step-down). Detectable = the smallest difference this many seeds would detect at alpha 0.05 with "
-        "80% power, given the spread measured here: a difference below it is not separated.",
+        "80% power, given the spread measured here: a difference below it is not separated. Paper's effect = "
+        "the difference FreshPER would make over that arm if it helped as in FreshPER's Table 1, in "
+        "proportion: the paper's relative gain over the arm times the arm's own gain over the start here "
+        "(- where the paper has no such task or reports a score); set it beside the detectable difference.",
         "",
-        f"| task | {noun} | success | difference | test | p-value | Holm p | detectable |",
-        "|---|---|---|---|---|---|---|---|",
+        f"| task | {noun} | success | difference | test | p-value | Holm p | detectable | paper's effect |",
+        "|---|---|---|---|---|---|---|---|---|",
         *rows,
         "",
     ]

@@ -26,3 +26,22 @@ PAPER_TASK = {
     "freshrl/FrozenLake-v0": "FrozenLake (LLM)",
     "freshrl/FrozenLakeVision-v0": "FrozenLake (VLM)",
 }
+
+
+# The paper's arms by our replay mode names (PAPER_TABLE_1's columns after the metric).
+PAPER_ARMS = {"on_policy": 1, "per": 2, "freshper": 3}
+
+
+def proportional_effect(env: str, arm: str, arm_gain: float) -> float | None:
+    """The difference FreshPER would make over ``arm`` here if it helped as in the paper, in proportion:
+    the paper's relative gain of FreshPER over that arm (Table 1, e.g. NQ Search: 0.742 / 0.508 - 1 = +46%
+    over on-policy) applied to ``arm``'s own gain in our run (its success over the start). None where the
+    paper has no such task or arm, or reports a score whose ratio means nothing (Sokoban's, negative)."""
+    task = PAPER_TASK.get(env)
+    if task is None or arm not in PAPER_ARMS or arm == "freshper":
+        return None
+    metric, *values = PAPER_TABLE_1[task]
+    base = values[PAPER_ARMS[arm] - 1]
+    if metric == "score" or base <= 0:
+        return None
+    return (values[PAPER_ARMS["freshper"] - 1] / base - 1) * arm_gain

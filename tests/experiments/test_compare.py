@@ -425,3 +425,18 @@ def test_report_only_needs_the_runs_of_a_comparison(tmp_path, capsys):
     )
     with pytest.raises(SystemExit, match="found no finished run of this comparison"):
         compare.main(["--report-only", "--output", str(tmp_path)])
+
+
+def test_the_papers_effect_in_proportion_by_hand():
+    from experiments.common.freshper_paper import proportional_effect
+
+    # NQ Search: FreshPER 0.742 against on-policy 0.508 (+46.06%) and PER 0.336 (+120.8%), on our gains.
+    assert proportional_effect("freshrl/NQSearch-v0", "on_policy", 0.13) == pytest.approx(
+        (0.742 / 0.508 - 1) * 0.13
+    )
+    per = proportional_effect("freshrl/NQSearch-v0", "per", 0.10)
+    assert per == pytest.approx((0.742 / 0.336 - 1) * 0.10)
+    # Sokoban's score has no meaningful ratio; FreshPER against itself, and an env the paper lacks: none.
+    assert proportional_effect("freshrl/Sokoban-v0", "on_policy", 0.1) is None
+    assert proportional_effect("freshrl/NQSearch-v0", "freshper", 0.1) is None
+    assert proportional_effect("freshrl/NQSearchTools-v0", "on_policy", 0.1) is None
