@@ -18,6 +18,7 @@ import time
 import warnings
 from collections.abc import Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -43,7 +44,7 @@ from algorithms.dapo.remote_rollouts import (
     wait_for_rollout,
 )
 from algorithms.dapo.staleness import within_staleness
-from algorithms.replay import ReplaySample, replay_fraction
+from algorithms.replay import PrioritizedReplayBuffer, ReplaySample, replay_fraction
 from algorithms.trajectory import Trajectory
 from envs.seeds import SPLITS
 from envs.seeds import seeds as task_seeds
@@ -70,6 +71,32 @@ def sampling_rngs(
     return np.random.default_rng(seed), np.random.default_rng([seed or 0, EVALUATION_STREAM, policy_version])
 
 
+def priority_signal(trajectory: Trajectory, replay_priority: str) -> float:
+    """|R_i| or |A_i| before the absolute value (FreshPER Eq. 15; the buffer adds eps), by the config's
+    ``replay_priority``."""
+    return trajectory.reward if replay_priority == "reward" else trajectory.advantage
+
+
+def replay_step(replay_age_unit: str, training_iteration: int, optimizer_steps: int) -> int:
+    """The replay step t (ages t - t_i, tau and beta_horizon are in its unit): the training iteration by
+    default, as the FreshPER reference code counts; or the optimizer steps the learners have run."""
+    return training_iteration if replay_age_unit == "iterations" else optimizer_steps
+
+
+@dataclass(frozen=True)
+class DAPOCounters:
+    """DAPO's bookkeeping at one moment, read-only (``DAPO.counters``): the counters a checkpoint stores and
+    the sizes of what waits between iterations."""
+
+    task_cursor: int  # training tasks drawn from the split so far
+    next_group_id: int
+    optimizer_steps: int  # the learners' own count: skipped (empty) steps are not counted
+    policy_version: int  # weight syncs so far
+    sampling_rng_state: dict[str, Any]  # the training sampling stream's generator state
+    replay_size: int  # items in the replay buffer, 0 without one
+    surplus_groups: int  # kept groups that wait for the next iteration (dynamic sampling)
+
+
 class DAPO(Algorithm):
     @classmethod
     def get_default_config(cls) -> DAPOConfig:
@@ -93,6 +120,34 @@ class DAPO(Algorithm):
         self._warned_no_state_keys = False
         # Async mode: the generation batch launched during the last update, used by the next iteration.
         self._in_flight: InFlightRollout | None = None
+
+    @property
+    def counters(self) -> DAPOCounters:
+        """The bookkeeping now, as a copy: what get_state stores, and what tests and tools read."""
+        return DAPOCounters(
+            task_cursor=self._task_cursor,
+            next_group_id=self._next_group_id,
+            optimizer_steps=self._optimizer_steps,
+            policy_version=self._policy_version,
+            sampling_rng_state=self._rng.bit_generator.state,
+            replay_size=0 if self._replay is None else len(self._replay),
+            surplus_groups=len(self._sampler.surplus),
+        )
+
+    @property
+    def replay_buffer(self) -> PrioritizedReplayBuffer | None:
+        """The replay buffer the config built, or None (on-policy)."""
+        return self._replay
+
+    @property
+    def sampler(self) -> DynamicSampler[Group]:
+        """Dynamic sampling's state: its filter and the surplus groups kept for the next iteration."""
+        return self._sampler
+
+    @property
+    def in_flight(self) -> InFlightRollout | None:
+        """Async mode: the generation batch launched during the last update, or None."""
+        return self._in_flight
 
     # ------------------------------------------------------------------------------------------------
     def training_step(self) -> None:
@@ -374,15 +429,10 @@ class DAPO(Algorithm):
         )
 
     def _priority_signal(self, trajectory: Trajectory) -> float:
-        """|R_i| or |A_i| before the absolute value (FreshPER Eq. 15; the buffer adds eps)."""
-        return trajectory.reward if self.config.replay_priority == "reward" else trajectory.advantage
+        return priority_signal(trajectory, self.config.replay_priority)
 
     def _age_clock(self) -> int:
-        """The replay step t (ages t - t_i, tau and beta_horizon are in its unit): the training iteration by
-        default, as the FreshPER reference code counts; or the optimizer steps the learners have run."""
-        if self.config.replay_age_unit == "iterations":
-            return self.training_iteration
-        return self._optimizer_steps
+        return replay_step(self.config.replay_age_unit, self.training_iteration, self._optimizer_steps)
 
     def _release_local_engine_weights(self) -> None:
         """Generation in this process: the engine's weights sit idle through the update, and the sync after it
@@ -496,12 +546,13 @@ class DAPO(Algorithm):
     # ------------------------------------------------------------------------------------------------
     def get_state(self, *args, **kwargs) -> dict[str, Any]:
         state = super().get_state(*args, **kwargs)
+        counters = self.counters
         state["dapo"] = {
-            "task_cursor": self._task_cursor,
-            "optimizer_steps": self._optimizer_steps,
-            "policy_version": self._policy_version,
-            "next_group_id": self._next_group_id,
-            "rng": self._rng.bit_generator.state,
+            "task_cursor": counters.task_cursor,
+            "optimizer_steps": counters.optimizer_steps,
+            "policy_version": counters.policy_version,
+            "next_group_id": counters.next_group_id,
+            "rng": counters.sampling_rng_state,
             "sampler": self._sampler.state_dict(),
             "replay": None if self._replay is None else self._replay.state_dict(),
             "in_flight": self._collected_in_flight(),

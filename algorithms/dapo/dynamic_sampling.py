@@ -79,7 +79,7 @@ class DynamicSampler(Generic[G]):
         target_groups: int,
         max_generation_batches: int,
         *,
-        filter_groups: bool = True,
+        filter_groups: bool,
         metric: Callable[[G], Sequence[float]] | None = None,
         also_keep: Callable[[G], bool] | None = None,
     ):

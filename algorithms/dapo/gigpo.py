@@ -85,7 +85,7 @@ def gigpo_credit(
     gamma: float,
     step_weight: float,
     eps: float,
-    std_normalize: bool = True,
+    std_normalize: bool,
 ) -> GroupCredit:
     """GiGPO's turn advantages of one group whose episode advantages (``Trajectory.advantage``) are set."""
     for trajectory in group:

@@ -21,10 +21,10 @@ def shape_and_score_group(
     max_response_tokens: int,
     overlong_cache_len: int,
     advantage_eps: float,
-    advantage_std_normalize: bool = True,
-    advantage: str = "episode",
-    gigpo_gamma: float = 0.95,
-    gigpo_step_weight: float = 1.0,
+    advantage_std_normalize: bool,
+    advantage: str,
+    gigpo_gamma: float,
+    gigpo_step_weight: float,
 ) -> None:
     """Set ``reward`` and ``advantage`` (and, for GiGPO, ``turn_advantages``) of every trajectory of one
     group, in place.

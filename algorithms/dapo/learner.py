@@ -46,7 +46,7 @@ class DAPOTorchLearner(TorchLearner):
         self._guard_rng = np.random.default_rng(np.random.SeedSequence(self.config.seed).spawn(1)[0])
         self._image_inputs = None
         self._pad_token_id = 0
-        policy = self._policy()
+        policy = self.policy
         if policy.vision:
             from models.chat import ChatRenderer
 
@@ -326,7 +326,7 @@ class DAPOTorchLearner(TorchLearner):
         autocast, temperature, shared prefix) without grad, in micro-batches (:func:`micro_batch_order`).
         Keyed by id(): the pass holds its trajectory objects until it ends; one sampled twice is computed
         once."""
-        policy = self._policy()
+        policy = self.policy
         # Rows that add nothing to the loss never read their pi_old.
         unique = [
             t
@@ -360,7 +360,7 @@ class DAPOTorchLearner(TorchLearner):
     def _reference_logprobs(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         from models.logprobs import token_logprobs
 
-        lora = self._reference is self._policy().model
+        lora = self._reference is self.policy.model
         with adapters_disabled(self._reference) if lora else contextlib.nullcontext():
             logp, _ = token_logprobs(
                 self._reference,
@@ -376,7 +376,9 @@ class DAPOTorchLearner(TorchLearner):
         (module_id,) = list(self.module.keys())
         return module_id, self.module[module_id]
 
-    def _policy(self) -> RLModule:
+    @property
+    def policy(self) -> RLModule:
+        """The policy module being trained, unwrapped from DDP when there is more than one learner."""
         _, module = self._single_module()
         return module.unwrapped() if hasattr(module, "unwrapped") else module
 

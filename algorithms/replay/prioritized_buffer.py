@@ -52,7 +52,7 @@ from typing import Any
 
 import numpy as np
 
-from algorithms.replay.decay import AgeDecay, ExponentialDecay
+from algorithms.replay.decay import AgeDecay
 from algorithms.replay.kernels import (
     MIN_KEY,
     MIN_STEP,
@@ -109,6 +109,9 @@ class ReplaySample:
 class PrioritizedReplayBuffer:
     """Fixed-capacity prioritized replay buffer with age-decayed priorities (see the module docstring).
 
+    Every setting is given, none defaulted: ``DAPOConfig`` holds training's (``build_replay_buffer``) and
+    ``REFERENCE_SETTINGS`` (algorithms/replay/factory.py) the FreshPER reference repository's.
+
     Args:
         capacity: number of items kept; older ones are evicted first.
         decay: an age decay (``ExponentialDecay`` for FreshPER, ``PolynomialDecay``, ``NoDecay`` for PER).
@@ -120,8 +123,8 @@ class PrioritizedReplayBuffer:
         seed: seed of the buffer's own ``np.random.Generator`` (PCG64).
         insert_at_max_priority: if True, a new item's base priority is the running maximum of all base
             priorities assigned so far, this batch's included (starting at 1.0), as in Schaul et al. and the
-            FreshPER reference code; if False (default) it is |signal| + eps, since the signal is known when
-            the item is added.
+            FreshPER reference code; if False it is |signal| + eps, since the signal is known when the item is
+            added.
 
     Not thread-safe: call it from one thread (the reference code's background decay thread raced with
     insertion; here nothing runs in the background).
@@ -130,14 +133,14 @@ class PrioritizedReplayBuffer:
     def __init__(
         self,
         capacity: int,
-        decay: AgeDecay | None = None,
+        decay: AgeDecay,
         *,
-        alpha: float = 0.6,
-        beta_0: float = 0.4,
-        beta_horizon: float | None = None,
-        eps: float = 1e-6,
-        seed: int = 0,
-        insert_at_max_priority: bool = False,
+        alpha: float,
+        beta_0: float,
+        beta_horizon: float | None,
+        eps: float,
+        seed: int,
+        insert_at_max_priority: bool,
     ) -> None:
         if int(capacity) != capacity or capacity < 1:
             raise ValueError(f"capacity must be a positive integer, got {capacity}")
@@ -150,7 +153,7 @@ class PrioritizedReplayBuffer:
         if not (np.isfinite(eps) and eps >= 0):
             raise ValueError(f"eps must be finite and >= 0, got {eps}")
         self.capacity = int(capacity)
-        self.decay: AgeDecay = decay if decay is not None else ExponentialDecay(tau=500.0)
+        self.decay = decay
         self.alpha = float(alpha)
         self.beta_0 = float(beta_0)
         self.beta_horizon = None if beta_horizon is None else float(beta_horizon)

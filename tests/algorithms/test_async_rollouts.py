@@ -171,7 +171,7 @@ def test_async_run_bounds_staleness_and_resumes_with_its_batch_in_flight(
         seen.append(
             (
                 tag,
-                self._policy_version,
+                self.counters.policy_version,
                 [t.oldest_policy_version for t in trajectories],
                 [t.turn_policy_versions for t in trajectories],
             )
@@ -181,10 +181,10 @@ def test_async_run_bounds_staleness_and_resumes_with_its_batch_in_flight(
     monkeypatch.setattr(DAPO, "_learn", recording_learn)
     config = async_config(small_dapo_config)
     algo = config.build_algo()
-    algo._sampler.metric = informative_unless_group_1
+    algo.sampler.metric = informative_unless_group_1
     try:
         results = [algo.train() for _ in range(2)]
-        assert algo._in_flight is not None, "async mode has the next batch in flight at the checkpoint"
+        assert algo.in_flight is not None, "async mode has the next batch in flight at the checkpoint"
         checkpoint = algo.save_to_path(str(tmp_path / "checkpoint"))
         results.append(algo.train())
         weights_after_3 = {k: v.clone() for k, v in weights(algo).items()}
@@ -210,10 +210,10 @@ def test_async_run_bounds_staleness_and_resumes_with_its_batch_in_flight(
     assert all(r["learners"]["train/optimizer_steps_fresh"] >= 1 for r in results)
 
     resumed = config.build_algo()
-    resumed._sampler.metric = informative_unless_group_1
+    resumed.sampler.metric = informative_unless_group_1
     try:
         resumed.restore_from_path(checkpoint)
-        assert resumed._in_flight is not None and resumed._in_flight.collected
+        assert resumed.in_flight is not None and resumed.in_flight.collected
         got = summary(resumed.train())
         got_weights = weights(resumed)
     finally:

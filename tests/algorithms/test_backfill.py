@@ -33,11 +33,11 @@ def test_short_batch_is_filled_from_the_buffer(small_dapo_config, monkeypatch, b
     algo = config.build_algo()
     try:
         # Iteration 1: every group is informative, trained on and stored (2 groups x 2 samples).
-        algo._sampler.metric = all_informative
+        algo.sampler.metric = all_informative
         first = algo.train()
-        assert first["rollout/groups_backfilled"] == 0 and len(algo._replay) == 4
+        assert first["rollout/groups_backfilled"] == 0 and algo.counters.replay_size == 4
         # Iteration 2: dynamic sampling finds nothing within its budget.
-        algo._sampler.metric = none_informative
+        algo.sampler.metric = none_informative
         passes.clear()
         second = algo.train()
     finally:

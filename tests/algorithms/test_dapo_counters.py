@@ -10,6 +10,7 @@ from ray.rllib.utils.metrics.metrics_logger import MetricsLogger
 
 from algorithms.dapo import DAPO, DAPOConfig
 from algorithms.dapo.dapo import sampling_rngs
+from algorithms.dapo.dynamic_sampling import DynamicSampler
 from algorithms.trajectory import Trajectory
 
 
@@ -56,9 +57,9 @@ def bare_dapo(iteration: int = 0, learners=(), seed: int = 0) -> DAPO:
     algo.config = DAPOConfig()
     algo.metrics = MetricsLogger()
     algo._iteration = iteration  # Trainable's counter behind DAPO.training_iteration
-    algo._optimizer_steps = 0
-    algo._policy_version = 0
+    algo._optimizer_steps = algo._policy_version = algo._task_cursor = algo._next_group_id = 0
     algo._rng, _ = sampling_rngs(seed)  # evaluation's stream is derived per policy version
+    algo._replay, algo._sampler = None, DynamicSampler(1, 1, filter_groups=False)  # read by DAPO.counters
     algo.learner_group = SimpleNamespace(
         foreach_learner=lambda fn: [Call(fn(learner)) for learner in learners]
     )
@@ -74,23 +75,21 @@ def test_optimizer_steps_are_the_steps_the_learners_ran():
     algo = bare_dapo(iteration=7, learners=learners)
     algo._learn([object()] * 8, None, tag="fresh")
     algo._learn([object()] * 8, None, tag="replay")
-    assert algo._optimizer_steps == 6
+    assert algo.counters.optimizer_steps == 6
     assert learners[0].iterations == learners[1].iterations == [7, 7]
 
 
 def test_evaluation_does_not_change_what_training_samples_next():
-    """Evaluation draws its sampling seeds from its own (deterministic) stream."""
-    plain, evaluated = bare_dapo(), bare_dapo()
-    plain._sample_on_runners({0: 1})
-    evaluated._sample_on_runners({0: 1})
+    """Evaluation draws its sampling seeds from its own (deterministic) stream; training's stays put."""
+    evaluated = bare_dapo()
+    training_stream = evaluated.counters.sampling_rng_state
     evaluated.evaluate_policy(num_tasks=2)
     evaluated.evaluate_policy(num_tasks=2)
-    plain._sample_on_runners({1: 1})
-    evaluated._sample_on_runners({1: 1})
-    train_seeds = plain.env_runner.sampling_seeds
-    assert evaluated.env_runner.sampling_seeds[:1] + evaluated.env_runner.sampling_seeds[3:] == train_seeds
-    # Evaluation's own seeds are reproducible and not training's.
+    assert evaluated.counters.sampling_rng_state == training_stream
+    # Evaluation's own seeds are reproducible (the same weights, the same seed) and not training's.
     again = bare_dapo()
     again.evaluate_policy(num_tasks=2)
-    assert again.env_runner.sampling_seeds == evaluated.env_runner.sampling_seeds[1:2]
-    assert evaluated.env_runner.sampling_seeds[1] not in train_seeds
+    assert again.env_runner.sampling_seeds == evaluated.env_runner.sampling_seeds[:1]
+    assert evaluated.env_runner.sampling_seeds[1] == evaluated.env_runner.sampling_seeds[0]
+    training, _ = sampling_rngs(0)
+    assert evaluated.env_runner.sampling_seeds[0] not in [int(training.integers(2**31 - 1)) for _ in range(2)]

@@ -39,6 +39,12 @@ def learner_weights(algo: DAPO) -> dict[str, torch.Tensor]:
     ]
 
 
+def counters_of(algo: DAPO) -> tuple[int, int, int]:
+    """What a restore must bring back besides the weights: task cursor, optimizer steps, buffer size."""
+    counters = algo.counters
+    return counters.task_cursor, counters.optimizer_steps, counters.replay_size
+
+
 def run_case(make, tmp_path, env: str, model_path: str | None, replay: str, from_checkpoint: bool) -> None:
     algo = tiny_config(make, env, model_path, replay).build_algo()
     before = {k: v.clone() for k, v in learner_weights(algo).items()}
@@ -54,11 +60,11 @@ def run_case(make, tmp_path, env: str, model_path: str | None, replay: str, from
     if replay != "on_policy":
         # Both iterations' fresh groups (2 prompts x 4 samples each) entered the buffer; the second trained on
         # a replay batch too.
-        assert len(algo._replay) == 16
+        assert algo.counters.replay_size == 16
         assert result["replay/size"] == 8 and result["learners"]["train/optimizer_steps_replay"] >= 1
 
     checkpoint = algo.save_to_path(str(tmp_path / "checkpoint"))
-    state = (algo._task_cursor, algo._optimizer_steps, len(algo._replay or []))
+    state = counters_of(algo)
     if from_checkpoint:
         # RLlib's own way back: a new algorithm built from the checkpoint's config.
         algo.stop()
@@ -67,10 +73,10 @@ def run_case(make, tmp_path, env: str, model_path: str | None, replay: str, from
         # The way experiments.train resumes, into a live algorithm whose state moved on since the save (one
         # engine and learner build fewer than a new algorithm).
         algo.train()
-        assert (algo._task_cursor, algo._optimizer_steps, len(algo._replay or [])) != state
+        assert counters_of(algo) != state
         algo.restore_from_path(checkpoint)
         restored = algo
-    assert (restored._task_cursor, restored._optimizer_steps, len(restored._replay or [])) == state
+    assert counters_of(restored) == state
     for name, tensor in learner_weights(restored).items():
         assert torch.equal(tensor, after[name])
     result = restored.train()

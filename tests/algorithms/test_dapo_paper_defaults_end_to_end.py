@@ -64,7 +64,7 @@ class Recorder:
         self.buffer_items: dict[int, list[float]] = {}  # id -> [signal, t_i]
         self._tag: str | None = None
         self._collated: dict | None = None
-        buffer = algo._replay
+        buffer = algo.replay_buffer
         add, sample, update = buffer.add, buffer.sample, buffer.update_priorities
 
         def spy_add(items, signals, t, collection_steps=None):

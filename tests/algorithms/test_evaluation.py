@@ -13,6 +13,7 @@ from ray.rllib.utils.metrics.metrics_logger import MetricsLogger
 
 from algorithms.dapo import DAPO, DAPOConfig
 from algorithms.dapo.dapo import sampling_rngs
+from algorithms.dapo.dynamic_sampling import DynamicSampler
 from algorithms.dapo.evaluation import METRIC_KEYS, pass_at_ks, summarize_episodes, wilson_interval
 from algorithms.trajectory import Trajectory
 from envs.seeds import VALIDATION, seeds
@@ -185,7 +186,8 @@ def bare_dapo(runner: Runner, **evaluation) -> DAPO:
     algo.metrics = MetricsLogger()
     algo._iteration = 0
     algo._optimizer_steps = algo._policy_version = algo._task_cursor = algo._next_group_id = 0
-    algo._rng, algo._eval_rng = sampling_rngs(0)
+    algo._rng, _ = sampling_rngs(0)
+    algo._replay, algo._sampler = None, DynamicSampler(1, 1, filter_groups=False)  # read by DAPO.counters
     algo.env_runner_group = SimpleNamespace(
         num_remote_env_runners=lambda: 0,
         local_env_runner=runner,
@@ -198,7 +200,7 @@ def bare_dapo(runner: Runner, **evaluation) -> DAPO:
 def test_evaluate_policy_rolls_out_the_splits_first_tasks_without_touching_training():
     runner = Runner()
     algo = bare_dapo(runner, evaluation_num_tasks=4, evaluation_samples_per_task=2, evaluation_top_p=0.7)
-    training_state = (algo._task_cursor, algo._next_group_id, algo._rng.bit_generator.state)
+    training_state = algo.counters
     metrics = algo.evaluate_policy()
     (call,) = runner.calls
     assert call["seeds"] == seeds("validation", 4) and call["group_size"] == 2
@@ -208,7 +210,7 @@ def test_evaluate_policy_rolls_out_the_splits_first_tasks_without_touching_train
     assert metrics["task_seeds"] == seeds("validation", 4)
     assert metrics["task_successes"] == [2 if seed % 2 == 0 else 0 for seed in seeds("validation", 4)]
     # Nothing of training moved: its cursor, group ids, sampling stream and metrics.
-    assert (algo._task_cursor, algo._next_group_id, algo._rng.bit_generator.state) == training_state
+    assert algo.counters == training_state
     assert runner.metrics_read == 0 and algo.metrics.reduce() == {}
     # RLlib's hook is the same evaluation with the config's settings; arguments override them.
     assert algo.evaluate()["num_tasks"] == 4

@@ -63,17 +63,17 @@ def batch_of(learner) -> list[Trajectory]:
     # Behaviour logprobs equal to the learner's: ratio 1, no token clipped.
     batch = collate(trajectories)
     with torch.no_grad():
-        logp = learner._policy().compute_logprobs(batch, with_entropy=False)["logp"]
+        logp = learner.policy.compute_logprobs(batch, with_entropy=False)["logp"]
     for row, trajectory in enumerate(trajectories):
         trajectory.behaviour_logprobs = [0.0] + logp[row, : len(trajectory.token_ids) - 1].tolist()
     return trajectories
 
 
 def one_pass_gradient(learner, trajectories: list[Trajectory]) -> dict[str, torch.Tensor]:
-    model = learner._policy().model
+    model = learner.policy.model
     model.zero_grad(set_to_none=True)
     batch = collate(trajectories)
-    out = learner._policy().compute_logprobs(batch, with_entropy=False)
+    out = learner.policy.compute_logprobs(batch, with_entropy=False)
     loss, _ = policy_loss(
         out["logp"],
         batch["logp_old"],

@@ -47,7 +47,7 @@ def own_logprobs(learner, trajectories: list[Trajectory]) -> torch.Tensor:
     """The learner's logprobs of the response tokens under its current weights, [B, RESPONSE]."""
     batch = collate(trajectories)
     with torch.no_grad():
-        logp = learner._policy().compute_logprobs(batch, with_entropy=False)["logp"]
+        logp = learner.policy.compute_logprobs(batch, with_entropy=False)["logp"]
     return logp[:, PROMPT - 1 :]
 
 

@@ -8,6 +8,7 @@ import torch
 from algorithms.dapo import DAPOConfig, apply_algorithm, apply_scale
 from algorithms.dapo.collate import collate
 from algorithms.dapo.loss import LossConfig, loss_normalizer, policy_loss
+from algorithms.dapo.overlong import is_overlong, overlong_filter_mask
 from algorithms.trajectory import Trajectory
 from envs.base import AnyText
 
@@ -54,7 +55,7 @@ def on_policy(learner, trajectories: list[Trajectory]) -> list[Trajectory]:
     """The trajectories with behaviour logprobs equal to the learner's (ratio 1: no token is clipped)."""
     batch = collate(trajectories)
     with torch.no_grad():
-        logp = learner._policy().compute_logprobs(batch, with_entropy=False)["logp"]
+        logp = learner.policy.compute_logprobs(batch, with_entropy=False)["logp"]
     for row, t in enumerate(trajectories):
         t.behaviour_logprobs = [0.0] + logp[row, : len(t.token_ids) - 1].tolist()
     return trajectories
@@ -62,11 +63,12 @@ def on_policy(learner, trajectories: list[Trajectory]) -> list[Trajectory]:
 
 def reference_gradient(learner, trajectories: list[Trajectory]) -> dict[str, torch.Tensor]:
     """Every row in one forward/backward, the overlong-filtered one masked, as the learner did before."""
-    model = learner._policy().model
+    model = learner.policy.model
     model.zero_grad(set_to_none=True)
     batch = collate(trajectories)
-    out = learner._policy().compute_logprobs(batch, with_entropy=True)
-    mask = batch["loss_mask"] * learner._overlong_keep(trajectories)[:, None]
+    out = learner.policy.compute_logprobs(batch, with_entropy=True)
+    overlong = [is_overlong(t, learner.config.overlong_scope) for t in trajectories]
+    mask = batch["loss_mask"] * torch.from_numpy(overlong_filter_mask(overlong)).float()[:, None]
     cfg = LossConfig.from_config(learner.config)
     loss, _ = policy_loss(
         out["logp"], batch["logp_old"], batch["advantages"], mask,
@@ -114,20 +116,20 @@ def test_rows_without_loss_are_skipped_and_the_gradient_is_unchanged(step_gradie
     for name, grad in grads.items():
         torch.testing.assert_close(grad, expected[name], rtol=1e-5, atol=1e-7, msg=name)
     # Freed after the step: they would stay resident through the rollout and weight sync otherwise.
-    assert all(p.grad is None for p in learner._policy().model.parameters())
+    assert all(p.grad is None for p in learner.policy.model.parameters())
     assert any(float(g.abs().max()) > 0 for g in expected.values())
 
 
 def test_a_step_whose_rows_all_have_zero_advantage_still_steps_on_zero_gradients(step_gradients):
     learner = build_learner(weight_decay=0.1)
     batch = on_policy(learner, [trajectory(0, 0.0, 0), trajectory(0, 0.0, 1), trajectory(1, 0.0, 2)])
-    before = {k: v.clone() for k, v in learner._policy().model.state_dict().items()}
+    before = {k: v.clone() for k, v in learner.policy.model.state_dict().items()}
     rows = count_forward_rows(learner)
     steps = step_gradients(learner)
     learner.update_from_trajectories(batch)
     assert sum(rows) == 1  # one stand-in row, its loss times 0
     assert learner.optimizer_steps == 1  # AdamW's decay still applies, as when every row ran
-    model = learner._policy().model
+    model = learner.policy.model
     (grads,) = steps
     assert all(float(grad.abs().max()) == 0 for grad in grads.values())
     assert any(not torch.equal(v, before[k]) for k, v in model.state_dict().items())
@@ -147,7 +149,7 @@ def test_gradient_checkpointing_steps_on_the_same_gradient(step_gradients):
     gradients = {}
     for checkpointed in (False, True):
         learner = build_learner(gradient_checkpointing=checkpointed, micro_batch_size=4)
-        assert learner._policy().gradient_checkpointing is checkpointed
+        assert learner.policy.gradient_checkpointing is checkpointed
         prompt = [(7 * k) % 60 + 1 for k in range(24)]
         advantages = [1.0, -1.0, 0.5, -0.5]
         batch = on_policy(learner, [trajectory(0, a, k, prompt=prompt) for k, a in enumerate(advantages)])

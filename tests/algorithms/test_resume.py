@@ -83,7 +83,7 @@ def resume_config(make, **training) -> DAPOConfig:
 
 def build(config: DAPOConfig) -> DAPO:
     algo = config.build_algo()
-    algo._sampler.metric = informative_unless_group_1
+    algo.sampler.metric = informative_unless_group_1
     return algo
 
 
@@ -111,6 +111,12 @@ def learner_weights(algo: DAPO) -> dict[str, torch.Tensor]:
     return {k: torch.as_tensor(v).clone() for k, v in state["learner"]["rl_module"]["default_policy"].items()}
 
 
+def counters_of(algo: DAPO) -> tuple[int, int, int]:
+    """Where the run is in the split and its group ids, and the buffer's size."""
+    counters = algo.counters
+    return counters.task_cursor, counters.next_group_id, counters.replay_size
+
+
 def train(algo: DAPO, iterations: int) -> list[dict[str, Any]]:
     return [deterministic_metrics(algo.train()) for _ in range(iterations)]
 
@@ -135,16 +141,17 @@ def test_resumed_run_equals_the_straight_run(small_dapo_config, tmp_path, lora_r
     try:
         straight_metrics = train(straight, CHECKPOINT_AT)
         # The checkpoint holds the state that a lossy resume would drop.
-        assert straight._sampler.surplus, {
+        assert straight.counters.surplus_groups > 0, {
             k: v for m in straight_metrics for k, v in m.items() if "rollout/" in k
         }
-        assert len(straight._replay) > 0 and "replay/batch_mean_age" in straight_metrics[-1]  # sampled, too
+        # sampled, too
+        assert straight.counters.replay_size > 0 and "replay/batch_mean_age" in straight_metrics[-1]
         if lora_rank:
             assert_checkpoint_holds_adapters_only(straight)
         checkpoint = straight.save_to_path(str(tmp_path / "checkpoint"))
         straight_metrics += train(straight, ITERATIONS - CHECKPOINT_AT)
         straight_weights = learner_weights(straight)
-        straight_counters = (straight._task_cursor, straight._next_group_id, len(straight._replay))
+        straight_counters = counters_of(straight)
     finally:
         straight.stop()
 
@@ -161,7 +168,7 @@ def test_resumed_run_equals_the_straight_run(small_dapo_config, tmp_path, lora_r
         }
         resumed_metrics = train(resumed, ITERATIONS - CHECKPOINT_AT)
         resumed_weights = learner_weights(resumed)
-        resumed_counters = (resumed._task_cursor, resumed._next_group_id, len(resumed._replay))
+        resumed_counters = counters_of(resumed)
     finally:
         resumed.stop()
 

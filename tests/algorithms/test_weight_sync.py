@@ -50,7 +50,7 @@ def test_local_engine_samples_from_the_updated_weights(small_dapo_config, ray_se
         release = runner.release_engine_weights
         runner.release_engine_weights = lambda: released.append(release()) or released[-1]
         algo.train()
-        assert algo._policy_version == 1
+        assert algo.counters.policy_version == 1
         # The update ran with the engine's weights dropped (RolloutEngine.release_weights), and the sync
         # loaded the new ones.
         assert len(released) == 1 and released[0] > 0
@@ -83,7 +83,7 @@ def test_lora_update_reaches_the_engine(small_dapo_config, ray_session):
         adapters = {name for name, p in learner_model.named_parameters() if p.requires_grad}
         assert adapters and all(".lora_" in name for name in adapters)
         algo.train()
-        assert algo._policy_version == 1
+        assert algo.counters.policy_version == 1
         # Gradients reached the adapters only: the base is as loaded, B moved off zero, and AdamW holds (and
         # keeps state for) the adapters alone.
         after = learner_model.state_dict()

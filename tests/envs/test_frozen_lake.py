@@ -19,6 +19,12 @@ ALL_OPEN = ["SFFF", "FFFF", "FFFF", "FFFG"]
 SPLIT_SEEDS = list(range(60)) + seeds("validation", 20) + seeds("test", 20)
 
 
+def player(env) -> tuple[int, int]:
+    """The agent's cell, as the env's state key gives it ("... agent row,col")."""
+    row, col = env.state_key().rsplit("agent ", 1)[1].split(",")
+    return int(row), int(col)
+
+
 def exhaustive_distance(desc: list[str]) -> int | None:
     """Shortest path length by relaxing distances until nothing changes (independent of BFS)."""
     size = len(desc)
@@ -110,7 +116,7 @@ def test_slippery_moves_go_sideways_a_third_of_the_time_each():
     for seed in range(900):
         env.reset(seed=seed, options={"map": desc})
         env.step("<answer>Up</answer>")
-        row, col = env._player
+        row, col = player(env)
         counts[{(1, 2): "Up", (2, 1): "Left", (2, 3): "Right", (3, 2): "Down"}[(row, col)]] += 1
     assert counts["Down"] == 0
     for direction in ("Up", "Left", "Right"):
@@ -155,7 +161,7 @@ def test_vision_observation_has_an_image_and_no_map():
     assert env.map_text() not in obs["text"] and "<answer>" in obs["text"] and obs["text"].isascii()
     assert np.array_equal(env.render(), obs["image"])
     # The agent is the red circle: the centre of its cell is red.
-    row, col = env._player
+    row, col = player(env)
     assert tuple(obs["image"][row * 28 + 14, col * 28 + 14]) == (220, 40, 40)
     first_move = env.oracle_actions()[0]
     obs2, *_ = env.step(f"<answer>{first_move}</answer>")

@@ -42,7 +42,7 @@ class OpenAIStub:
         self.answer = answer
         self.models = models
         self.requests: list[dict[str, Any]] = []
-        self._lock = threading.Lock()
+        self.lock = threading.Lock()  # guards requests: the handler threads append to it
         stub = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -60,14 +60,14 @@ class OpenAIStub:
                 self.wfile.write(data)
 
             def do_GET(self) -> None:
-                with stub._lock:
+                with stub.lock:
                     stub.requests.append({"path": self.path, "headers": dict(self.headers), "body": None})
                 listed = [{"id": name, "object": "model"} for name in stub.models]
                 self._send(200, {"object": "list", "data": listed}, {})
 
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                with stub._lock:
+                with stub.lock:
                     stub.requests.append({"path": self.path, "headers": dict(self.headers), "body": body})
                 self._send(*stub.answer(body, dict(self.headers)))
 

@@ -82,7 +82,7 @@ def test_sweep_and_compare_set_reaches_every_run():
 def test_train_takes_eps_high_and_tau():
     config = train_config("--eps-high", "0.35", "--tau", "12")
     assert (config.eps_high, config.tau) == (0.35, 12.0)
-    assert train_config().eps_high == ALGORITHMS["dapo"]["eps_high"] == 0.28
+    assert train_config().eps_high == DAPOConfig().eps_high == 0.28
 
 
 def test_override_keys_cover_training_replay_and_evaluation():

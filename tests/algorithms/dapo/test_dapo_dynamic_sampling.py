@@ -39,7 +39,7 @@ MIXED = [(1.0, -1.0, -1.0), (0.0, 0.0, 1.0), (1.0, 0.9, 1.0), (-1.0, 1.0, 1.0), 
 
 def test_all_equal_groups_are_dropped():
     gen = Batches([EQUAL[0], MIXED[0], EQUAL[1], MIXED[1], EQUAL[2]], [MIXED[2], EQUAL[0]])
-    sampler = DynamicSampler(3, 5, metric=rewards)
+    sampler = DynamicSampler(3, 5, filter_groups=True, metric=rewards)
     groups, stats = sampler.collect(gen)
     assert groups == [MIXED[0], MIXED[1], MIXED[2]]
     assert stats == DynamicSamplingStats(
@@ -56,7 +56,7 @@ def test_all_equal_groups_are_dropped():
 
 
 def test_surplus_is_kept_and_used_first_next_call():
-    sampler = DynamicSampler(2, 3, metric=rewards)
+    sampler = DynamicSampler(2, 3, filter_groups=True, metric=rewards)
     groups, stats = sampler.collect(Batches([MIXED[0], EQUAL[0], MIXED[1], MIXED[2], MIXED[3]]))
     assert groups == [MIXED[0], MIXED[1]]
     assert sampler.surplus == [MIXED[2], MIXED[3]]
@@ -71,7 +71,7 @@ def test_surplus_is_kept_and_used_first_next_call():
 
 
 def test_partial_surplus_then_generation_and_new_surplus():
-    sampler = DynamicSampler(3, 2, metric=rewards)
+    sampler = DynamicSampler(3, 2, filter_groups=True, metric=rewards)
     sampler.surplus = [MIXED[0]]
     groups, stats = sampler.collect(Batches([EQUAL[0], MIXED[1], MIXED[2], MIXED[3]]))
     assert groups == [MIXED[0], MIXED[1], MIXED[2]]
@@ -81,14 +81,14 @@ def test_partial_surplus_then_generation_and_new_surplus():
 
 
 def test_surplus_larger_than_target_is_consumed_oldest_first():
-    sampler = DynamicSampler(2, 1, metric=rewards)
+    sampler = DynamicSampler(2, 1, filter_groups=True, metric=rewards)
     sampler.surplus = [MIXED[0], MIXED[1], MIXED[2]]
     assert sampler.collect(Batches())[0] == [MIXED[0], MIXED[1]]
     assert sampler.surplus == [MIXED[2]]
 
 
 def test_budget_exhaustion_warns_once_and_returns_what_it_has():
-    sampler = DynamicSampler(3, 4, metric=rewards)
+    sampler = DynamicSampler(3, 4, filter_groups=True, metric=rewards)
     gen = Batches([EQUAL[0], MIXED[0]], [EQUAL[1]], [EQUAL[0], EQUAL[2]], [MIXED[1]], [MIXED[2]])
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -100,7 +100,7 @@ def test_budget_exhaustion_warns_once_and_returns_what_it_has():
 
 
 def test_budget_exhaustion_with_nothing_informative_returns_empty():
-    sampler = DynamicSampler(2, 3, metric=rewards)
+    sampler = DynamicSampler(2, 3, filter_groups=True, metric=rewards)
     with pytest.warns(DynamicSamplingBudgetWarning, match="0 of 2 groups after 3 generation batches"):
         groups, stats = sampler.collect(Batches(EQUAL, EQUAL, EQUAL, [MIXED[0]]))
     assert groups == [] and stats.budget_exhausted and stats.groups_returned == 0
@@ -108,7 +108,7 @@ def test_budget_exhaustion_with_nothing_informative_returns_empty():
 
 
 def test_generate_returning_nothing_counts_as_a_batch():
-    sampler = DynamicSampler(1, 2, metric=rewards)
+    sampler = DynamicSampler(1, 2, filter_groups=True, metric=rewards)
     with pytest.warns(DynamicSamplingBudgetWarning):
         groups, stats = sampler.collect(Batches())
     assert groups == [] and stats.generation_batches == 2 and stats.groups_sampled == 0
@@ -129,25 +129,25 @@ def test_filters_on_the_metric_it_is_given():
     """All answers correct but different overlong penalties: informative on the shaped reward, not on
     accuracy."""
     group = ({"acc": 1.0, "shaped": 1.0}, {"acc": 1.0, "shaped": 0.75})
-    shaped = DynamicSampler(1, 1, metric=lambda g: [t["shaped"] for t in g])
+    shaped = DynamicSampler(1, 1, filter_groups=True, metric=lambda g: [t["shaped"] for t in g])
     assert shaped.collect(Batches([group]))[0] == [group]
-    acc = DynamicSampler(1, 1, metric=lambda g: [t["acc"] for t in g])
+    acc = DynamicSampler(1, 1, filter_groups=True, metric=lambda g: [t["acc"] for t in g])
     with pytest.warns(DynamicSamplingBudgetWarning):
         assert acc.collect(Batches([group]))[0] == []
 
 
 def test_state_dict_round_trip_through_pickle():
-    sampler = DynamicSampler(1, 1, metric=rewards)
+    sampler = DynamicSampler(1, 1, filter_groups=True, metric=rewards)
     sampler.collect(Batches([MIXED[0], MIXED[1], MIXED[2]]))
     state = pickle.loads(pickle.dumps(sampler.state_dict()))
-    restored = DynamicSampler(1, 1, metric=rewards)
+    restored = DynamicSampler(1, 1, filter_groups=True, metric=rewards)
     restored.load_state_dict(state)
     assert restored.surplus == [MIXED[1], MIXED[2]]
     assert restored.collect(Batches())[0] == sampler.collect(Batches())[0] == [MIXED[1]]
 
 
 def test_non_finite_metric_raises():
-    sampler = DynamicSampler(1, 1, metric=rewards)
+    sampler = DynamicSampler(1, 1, filter_groups=True, metric=rewards)
     with pytest.raises(ValueError, match="non-finite"):
         sampler.collect(Batches([(1.0, float("nan"))]))
 
@@ -155,9 +155,9 @@ def test_non_finite_metric_raises():
 @pytest.mark.parametrize(
     "kwargs",
     [
-        {"target_groups": 0, "max_generation_batches": 1, "metric": rewards},
-        {"target_groups": 1, "max_generation_batches": 0, "metric": rewards},
-        {"target_groups": 1, "max_generation_batches": 1},
+        {"target_groups": 0, "max_generation_batches": 1, "filter_groups": True, "metric": rewards},
+        {"target_groups": 1, "max_generation_batches": 0, "filter_groups": True, "metric": rewards},
+        {"target_groups": 1, "max_generation_batches": 1, "filter_groups": True},
     ],
 )
 def test_invalid_arguments_raise(kwargs):
@@ -201,6 +201,10 @@ def shaped(config: DAPOConfig, group: list[Trajectory]) -> list[Trajectory]:
         max_response_tokens=config.max_response_tokens,
         overlong_cache_len=config.overlong_cache_len,
         advantage_eps=config.advantage_eps,
+        advantage_std_normalize=config.advantage_std_normalize,
+        advantage=config.advantage,
+        gigpo_gamma=config.gigpo_gamma,
+        gigpo_step_weight=config.gigpo_step_weight,
     )
     return group
 

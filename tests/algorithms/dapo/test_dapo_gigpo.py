@@ -40,7 +40,13 @@ def episode(keys: list, rewards: list[float], group_id: int = 0, prompt: int = 3
     )
 
 
-def shape(group: list[Trajectory], advantage: str = "gigpo", **settings) -> None:
+def shape(
+    group: list[Trajectory],
+    advantage: str = "gigpo",
+    advantage_std_normalize: bool = True,
+    gigpo_gamma: float = 0.95,
+    gigpo_step_weight: float = 1.0,
+) -> None:
     shape_and_score_group(
         group,
         overlong_punishment=False,
@@ -48,8 +54,10 @@ def shape(group: list[Trajectory], advantage: str = "gigpo", **settings) -> None
         max_response_tokens=8,
         overlong_cache_len=4,
         advantage_eps=0.0,
+        advantage_std_normalize=advantage_std_normalize,
         advantage=advantage,
-        **settings,
+        gigpo_gamma=gigpo_gamma,
+        gigpo_step_weight=gigpo_step_weight,
     )
 
 
@@ -79,7 +87,7 @@ def test_a_shared_state_then_different_actions_worked_by_hand():
     for trajectory, turns in zip(group, expected, strict=True):
         np.testing.assert_allclose(trajectory.turn_advantages, turns)
     # In b, episode 0's winning move and episode 2's failing one differ by 2 beyond their episode advantages.
-    credit = gigpo_credit(group, gamma=0.5, step_weight=1.0, eps=0.0)
+    credit = gigpo_credit(group, gamma=0.5, step_weight=1.0, eps=0.0, std_normalize=True)
     assert sorted(credit.step_group_sizes) == [1, 2, 3]
     metrics = step_group_metrics([credit])
     assert metrics["gigpo/shared_turn_fraction"] == pytest.approx(5 / 6)
@@ -102,7 +110,7 @@ def test_turns_of_one_episode_that_revisit_a_state_join_its_group():
     # Episode 0's invalid first turn leaves it in a; its second turn starts from a again.
     group = [episode(["a", "a"], [-0.1, 1.0]), episode(["a"], [0.0])]
     assert step_groups([t.turn_state_keys for t in group]) == [[(0, 0), (0, 1), (1, 0)]]
-    credit = gigpo_credit(group, gamma=1.0, step_weight=1.0, eps=0.0)
+    credit = gigpo_credit(group, gamma=1.0, step_weight=1.0, eps=0.0, std_normalize=True)
     # Returns 0.9, 1.0, 0.0: mean 19/30, deviations (8, 11, -19)/30, population std sqrt(182)/30.
     np.testing.assert_allclose(credit.step_advantages[0], np.array([8.0, 11.0]) / math.sqrt(182))
     np.testing.assert_allclose(credit.step_advantages[1], [-19.0 / math.sqrt(182)])
@@ -131,7 +139,7 @@ def test_an_env_without_state_keys_keeps_episode_advantages():
 
 def test_turns_without_a_key_are_step_groups_of_their_own():
     group = [episode(["a", None], [0.0, 1.0]), episode(["a", None], [0.0, 0.0])]
-    credit = gigpo_credit(group, gamma=1.0, step_weight=1.0, eps=0.0)
+    credit = gigpo_credit(group, gamma=1.0, step_weight=1.0, eps=0.0, std_normalize=True)
     assert sorted(credit.step_group_sizes) == [1, 1, 2]
     assert credit.step_advantages == [[1.0, 0.0], [-1.0, 0.0]]
 
@@ -159,7 +167,7 @@ def test_a_trajectory_without_one_key_per_turn_is_refused():
     group = crossing_group()
     group[1].turn_state_keys = ["a"]
     with pytest.raises(ValueError, match="2 turns but 1 state keys"):
-        gigpo_credit(group, gamma=0.95, step_weight=1.0, eps=1e-6)
+        gigpo_credit(group, gamma=0.95, step_weight=1.0, eps=1e-6, std_normalize=True)
 
 
 def test_config_defaults_and_validation():
@@ -195,8 +203,8 @@ def test_dynamic_sampling_keeps_a_tied_group_with_step_signal_under_gigpo_only()
     assert [t.advantage for t in gigpo] == [0.0, 0.0]
     assert has_step_signal(gigpo) and not has_step_signal(episodic)
     for metric in (group_successes, group_rewards):
-        dapo = DynamicSampler(1, 1, metric=metric)  # DAPO's Eq. 11 filter alone
-        with_steps = DynamicSampler(1, 1, metric=metric, also_keep=has_step_signal)
+        dapo = DynamicSampler(1, 1, filter_groups=True, metric=metric)  # DAPO's Eq. 11 filter alone
+        with_steps = DynamicSampler(1, 1, filter_groups=True, metric=metric, also_keep=has_step_signal)
         assert not dapo.is_informative(gigpo) and not dapo.is_informative(episodic)
         assert with_steps.is_informative(gigpo)
         # Episode advantages leave Eq. 11 as it is: the tied group is still dropped.

@@ -108,6 +108,10 @@ def test_default_shaping_penalises_the_total_length():
             max_response_tokens=10,
             overlong_cache_len=16 if scope == "trajectory" else 4,
             advantage_eps=1e-6,
+            advantage_std_normalize=config.advantage_std_normalize,
+            advantage=config.advantage,
+            gigpo_gamma=config.gigpo_gamma,
+            gigpo_step_weight=config.gigpo_step_weight,
         )
         np.testing.assert_allclose([t.reward for t in group], want)
 

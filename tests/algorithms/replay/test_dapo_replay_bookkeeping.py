@@ -7,15 +7,15 @@ from types import SimpleNamespace
 
 import pytest
 
-from algorithms.dapo.dapo import DAPO
-from algorithms.replay import PrioritizedReplayBuffer
+from algorithms.dapo.dapo import DAPO, priority_signal
+from algorithms.replay import make_reference_buffer
 from algorithms.trajectory import Trajectory
 
 
 def _stub(replay_batches: int) -> tuple[SimpleNamespace, dict[str, float]]:
     """What DAPO._learn_from_replay reads: a filled buffer, the config, a clock and a metrics logger."""
     logged: dict[str, float] = {}
-    buffer = PrioritizedReplayBuffer(16, eps=0.1)
+    buffer = make_reference_buffer("freshper", capacity=16, eps=0.1)
     buffer.add(list(range(8)), [1.0] * 8, t=0)
     stub = SimpleNamespace(
         _replay=buffer,
@@ -53,7 +53,7 @@ def _episode(finish_reason: str) -> Trajectory:
 @pytest.mark.parametrize("filtering", [True, False])
 def test_episodes_overlong_filtering_masks_do_not_enter_the_buffer(filtering):
     """A masked episode would take replay draws and train nothing; without filtering it is trained on."""
-    buffer = PrioritizedReplayBuffer(16, eps=0.1)
+    buffer = make_reference_buffer("freshper", capacity=16, eps=0.1)
     stub = SimpleNamespace(
         _replay=buffer,
         config=SimpleNamespace(
@@ -64,7 +64,7 @@ def test_episodes_overlong_filtering_masks_do_not_enter_the_buffer(filtering):
         ),
         _age_clock=lambda: 0,
     )
-    stub._priority_signal = lambda t: DAPO._priority_signal(stub, t)
+    stub._priority_signal = lambda t: priority_signal(t, stub.config.replay_priority)
     cut, ended = _episode("length"), _episode("stop")
     DAPO._store(stub, [cut, ended])
     assert len(buffer) == (1 if filtering else 2)

@@ -9,7 +9,6 @@ from algorithms.replay import (
     ExponentialDecay,
     NoDecay,
     PolynomialDecay,
-    PrioritizedReplayBuffer,
     effective_sample_size,
     make_reference_buffer,
     replay_fraction,
@@ -168,8 +167,8 @@ def test_edge_cases_raise_clear_errors():
     with pytest.raises(ValueError, match="batch_size"):
         buf.sample(0, t=6.0)
     with pytest.raises(ValueError, match="eps > 0"):
-        PrioritizedReplayBuffer(2, NoDecay(), eps=0.0).add(["x"], [0.0], t=0.0)
+        make_reference_buffer("per", capacity=2, eps=0.0).add(["x"], [0.0], t=0.0)
     with pytest.raises(ValueError, match="tau"):
         ExponentialDecay(0.0)
     with pytest.raises(ValueError, match="capacity"):
-        PrioritizedReplayBuffer(0)
+        make_reference_buffer("per", capacity=0)

@@ -18,7 +18,7 @@ from scipy import stats
 
 from algorithms.dapo import DAPOConfig, apply_algorithm, apply_scale
 from algorithms.dapo.advantages import group_advantages
-from algorithms.dapo.dapo import DAPO
+from algorithms.dapo.dapo import priority_signal, replay_step
 from algorithms.replay import PrioritizedReplayBuffer, ReplaySample
 from algorithms.trajectory import Trajectory
 
@@ -34,15 +34,16 @@ class SimulatedRun:
 
     config: DAPOConfig
     buffer: PrioritizedReplayBuffer
-    clock: SimpleNamespace  # what DAPO._age_clock and DAPO._priority_signal read
+    clock: SimpleNamespace  # the run's training iteration and optimizer steps
     batches: list[tuple[ReplaySample, dict[str, float]]] = field(default_factory=list)
 
     @property
     def t(self) -> int:
-        return DAPO._age_clock(self.clock)
+        clock = self.clock
+        return replay_step(self.config.replay_age_unit, clock.training_iteration, clock.optimizer_steps)
 
     def signal(self, trajectory: Trajectory) -> float:
-        return DAPO._priority_signal(self.clock, trajectory)
+        return priority_signal(trajectory, self.config.replay_priority)
 
 
 def _mixed_groups(rng: np.random.Generator, iteration: int, config: DAPOConfig, t: int) -> list[Trajectory]:
@@ -79,7 +80,7 @@ def _mixed_groups(rng: np.random.Generator, iteration: int, config: DAPOConfig, 
 
 def simulate(config: DAPOConfig, iterations: int = 20, seed: int = 0) -> SimulatedRun:
     buffer = config.build_replay_buffer()
-    clock = SimpleNamespace(config=config, training_iteration=0, _optimizer_steps=0)
+    clock = SimpleNamespace(training_iteration=0, optimizer_steps=0)
     run = SimulatedRun(config, buffer, clock)
     rng = np.random.default_rng(seed)
     # What the learner runs per update pass when no step is empty.
@@ -87,10 +88,10 @@ def simulate(config: DAPOConfig, iterations: int = 20, seed: int = 0) -> Simulat
     for iteration in range(iterations):
         run.clock.training_iteration = iteration
         fresh = _mixed_groups(rng, iteration, config, run.t)
-        run.clock._optimizer_steps += steps_per_pass  # the fresh update
+        run.clock.optimizer_steps += steps_per_pass  # the fresh update
         if len(buffer):
             sample = buffer.sample(len(fresh), run.t)
-            run.clock._optimizer_steps += steps_per_pass  # the replay update
+            run.clock.optimizer_steps += steps_per_pass  # the replay update
             buffer.update_priorities(sample.indices, [run.signal(x) for x in sample.items])
             run.batches.append((sample, buffer.metrics(sample, successes=[x.success for x in sample.items])))
         buffer.add(fresh, [run.signal(x) for x in fresh], run.t, [x.collection_step for x in fresh])
@@ -123,7 +124,7 @@ def old_bucket_shares(run: SimulatedRun, draws: int) -> tuple[np.ndarray, np.nda
     iteration left in the buffer, at the step after the run's last."""
     config, buffer = run.config, run.buffer
     run.clock.training_iteration += 1
-    run.clock._optimizer_steps += 1
+    run.clock.optimizer_steps += 1
     t_iter = run.clock.training_iteration
     ids, _ = buffer.probabilities(run.t)
     items = buffer.state_dict()["items"]

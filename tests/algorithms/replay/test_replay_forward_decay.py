@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from algorithms.replay import ExponentialDecay, PrioritizedReplayBuffer
+from algorithms.replay import make_reference_buffer
 from algorithms.replay.prioritized_buffer import REBASE_EXPONENT
 
 
 def test_forward_decay_matches_direct_decay_across_rebases(reference):
     ref_probs, ref_weights = reference
     tau, alpha, capacity = 1.0, 1.0, 8
-    buf = PrioritizedReplayBuffer(capacity, ExponentialDecay(tau), alpha=alpha, beta_0=0.5, seed=3)
+    buf = make_reference_buffer("freshper", capacity=capacity, tau=tau, alpha=alpha, beta_0=0.5, seed=3)
     rng = np.random.default_rng(0)
     base, steps, refs = [], [], set()
     # Ages reach 8 * 50 = 400 steps = 400 tau: exp(-400) is still a normal float64, so the direct reference
@@ -36,8 +36,8 @@ def test_forward_decay_matches_direct_decay_across_rebases(reference):
 def test_rebase_keeps_priority_updates_and_distribution():
     """Updating priorities right across a rebase gives the same distribution as a buffer that never
     needed one (large tau: exponents stay tiny)."""
-    small = PrioritizedReplayBuffer(6, ExponentialDecay(1.0), alpha=0.7, seed=0)
-    big_t = PrioritizedReplayBuffer(6, ExponentialDecay(1.0), alpha=0.7, seed=0)
+    small = make_reference_buffer("freshper", capacity=6, tau=1.0, alpha=0.7)
+    big_t = make_reference_buffer("freshper", capacity=6, tau=1.0, alpha=0.7)
     sig = np.array([0.5, 2.0, 1.0, 3.0, 0.1, 1.5])
     steps = np.array([0.0, 1.0, 2.0, 3.0, 4.0, 5.0])
     small.add(list(range(6)), sig, t=5.0, collection_steps=steps)
@@ -52,7 +52,7 @@ def test_rebase_keeps_priority_updates_and_distribution():
 
 
 def test_far_future_steps_never_overflow():
-    buf = PrioritizedReplayBuffer(4, ExponentialDecay(0.01), alpha=1.0, seed=0)
+    buf = make_reference_buffer("freshper", capacity=4, tau=0.01, alpha=1.0)
     for k in range(20):
         t = 1e5 * k
         buf.add([k], [1.0 + k], t=t)

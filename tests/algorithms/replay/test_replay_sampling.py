@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from algorithms.replay import PrioritizedReplayBuffer, make_reference_buffer
+from algorithms.replay import make_reference_buffer
 
 MODES = ("per", "freshper", "freshper_poly")
 
@@ -107,7 +107,7 @@ def test_polynomial_keys_refresh_lazily_and_exactly(reference):
 def test_underflowed_leaves_are_renormalised_when_nothing_else_is_left(reference):
     """A dominant item sets the sum-tree scale; once it is evicted the tiny keys left are rescaled."""
     ref_probs, _ = reference
-    buf = PrioritizedReplayBuffer(2, make_reference_buffer("freshper", tau=1.0).decay, alpha=1.0, seed=0)
+    buf = make_reference_buffer("freshper", capacity=2, tau=1.0, alpha=1.0)
     buf.add(["big"], [1e200], t=800.0)
     buf.add(["old"], [1.0], t=800.0, collection_steps=[0.0])  # key exp(-800 - 460) relative: leaf 0
     buf.add(["older"], [2.0], t=800.0, collection_steps=[1.0])  # evicts "big"
@@ -130,8 +130,7 @@ def test_keys_far_below_a_departed_dominant_item_are_sampled_exactly(how):
     it, where float64 keys are subnormal or 0. Once the dominant item is gone, sampling must follow the
     analytic P(i) (in ratio form: relative keys e^1, e^-1, e^0), not the underflowed leaves."""
     t = 800.0
-    decay = make_reference_buffer("freshper", tau=1.0).decay
-    buf = PrioritizedReplayBuffer(3, decay, alpha=1.0, eps=0.0, seed=0)
+    buf = make_reference_buffer("freshper", capacity=3, tau=1.0, alpha=1.0, eps=0.0)
     big = buf.add(["big"], [1e200], t=t)  # out of range at reference step 0: rebases, scale = this key
     # log keys relative to "big": log(1e-200) - 283 = -743.5 (subnormal), -745.5 (0), -744.5 (subnormal)
     buf.add(["a", "b"], [1.0, 1.0], t=t, collection_steps=[t - 283.0, t - 285.0])

@@ -373,9 +373,11 @@ def test_the_keepalive_thread_ends_on_close_and_on_drop(pinging_server):
     ws_url = pinging_server.replace("http", "ws") + "/ws"
     threads = []
     for closes in (True, False):
+        running = set(threading.enumerate())
         connection = WebSocketConnection(ws_url, timeout_s=5.0)
-        threads.append(connection._keepalive)
-        assert connection._keepalive.is_alive()
+        (keepalive,) = [t for t in set(threading.enumerate()) - running if t.name == "websocket-keepalive"]
+        threads.append(keepalive)
+        assert keepalive.is_alive()
         if closes:
             connection.close()
         del connection  # dropped: the thread holds no reference that would keep it alive

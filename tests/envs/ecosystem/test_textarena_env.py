@@ -23,12 +23,12 @@ def play(env, seed: int, turns: int) -> list[str]:
     observation, _ = env.reset(seed=seed)
     texts = [observation]
     for turn in range(turns):
-        if env._done:  # Crosswords' oracle fills the grid in one turn
-            break
         answers = env.oracle_responses()
         response = answers[0] if turn % 2 and answers else "[1 1 1] [0 0 z]"
-        observation, *_ = env.step(response)
+        observation, _, terminated, truncated, _ = env.step(response)
         texts.append(observation)
+        if terminated or truncated:  # Crosswords' oracle fills the grid in one turn
+            break
     return texts
 
 
@@ -42,14 +42,17 @@ def test_interleaved_envs_are_deterministic_and_leave_global_random_alone(env_id
     expected_global = [random.random() for _ in range(3)]
     random.seed(123)
     texts = {id(a): [a.reset(seed=seed_a)[0]], id(b): [b.reset(seed=seed_b)[0]]}
-    drawn = []
+    drawn, ended = [], set()
     for turn in range(6):
         for env in (a, b):  # interleaved turns, with the caller drawing from the global random between
-            if env._done:
+            if id(env) in ended:
                 continue
             answers = env.oracle_responses()
             response = answers[0] if turn % 2 and answers else "[1 1 1] [0 0 z]"
-            texts[id(env)].append(env.step(response)[0])
+            observation, _, terminated, truncated, _ = env.step(response)
+            texts[id(env)].append(observation)
+            if terminated or truncated:
+                ended.add(id(env))
         if turn < 3:
             drawn.append(random.random())
     assert [texts[id(a)], texts[id(b)]] == alone
@@ -71,10 +74,10 @@ def test_oracle_solves_games(env_id):
 
 
 def test_a_rejected_move_changes_nothing():
-    env = gym.make("textarena/Sudoku-v0").unwrapped
+    env = gym.make("textarena/Sudoku-v0", render_mode="ansi").unwrapped
     env.reset(seed=seeds("train", 1)[0])
-    before = env._state_text()
+    before = env.render()  # the state as text
     observation, reward, terminated, _, info = env.step("[9 9 9] [1 1 1]")  # a given cell or a wrong digit
     assert not info["action_valid"] and reward == env.invalid_penalty and not terminated
-    assert env._state_text() == before and observation.startswith("Invalid response:")
+    assert env.render() == before and observation.startswith("Invalid response:")
     assert episode_digests(env, seeds("train", 1)[0], []) == episode_digests(env, seeds("train", 1)[0], [])
