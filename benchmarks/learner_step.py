@@ -21,6 +21,17 @@ optimizer state, so repeats time the same work.
     python -m benchmarks.learner_step --settings experiments/settings/frozen_lake_smollm2.yaml \
         --learn /tmp/frozen_lake.pkl --lora-vs-full 16 --output docs/results/benchmark/lora-vs-full
 
+``--utilization`` (learn and iteration modes) measures in the same run, alternating with the updates, the
+CPU's matrix-product peak (benchmarks/flops.py: a SmolLM2-shaped [4096 x 576] @ [576 x 1536] and a square
+2048 product, best of several, at the learner's torch threads) in the learner's dtype and in float32, and
+prints the learner's FLOP/s (counted from the shapes run, padding excluded: benchmarks/flops.py) against it,
+beside a torch.profiler split of one update: matrix products, attention, element-wise and other ops, casts,
+optimizer, and Python/other (the rest of the wall time). In learn mode ``--output DIR`` adds the run to
+DIR/results.json.
+
+    python -m benchmarks.learner_step --model <tiny model dir> --scale tiny \
+        --settings experiments/settings/frozen_lake.yaml --learn /tmp/fl.pkl --utilization --repeats 3
+
 ``--lora-vs-full RANK`` (learn mode) times full training against LoRA of that rank on the saved batch in one
 run: each arm in its own learn-mode process (its own peak RSS), the arms alternating, and prints trainable
 parameters, the fastest update, tokens/s, peak RSS and the time against full training.
@@ -39,6 +50,7 @@ import functools
 import json
 import os
 import pickle
+import re
 import subprocess
 import sys
 import tempfile
@@ -52,6 +64,7 @@ import torch
 from algorithms.dapo import DAPOConfig
 from algorithms.dapo.collate import collate
 from algorithms.trajectory import Trajectory
+from benchmarks.flops import counting_flops, matmul_rate
 from benchmarks.measure import alternate, fastest, load_average, peak_rss_gib
 from benchmarks.requirements import parse_and_check
 from experiments.common.results_json import dtype_record, provenance, write_json
@@ -113,7 +126,8 @@ def run_iterations(args: argparse.Namespace) -> None:
 
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
     start_ray()
-    algo = learner_config(args).build_algo()
+    config = learner_config(args)
+    algo = config.build_algo()
     learn, timer = algo._learn, algo._timer
     captured: list[list[Trajectory]] = []
     cpu: dict[str, float] = {}
@@ -134,11 +148,14 @@ def run_iterations(args: argparse.Namespace) -> None:
     engine_calls = count_engine_calls()
     updates = count_updates(algo.learner_group._learner)
     rows = []
+    learns: list[dict[str, Any]] = []  # --utilization: each timed iteration's learn seconds and FLOPs
+    peaks: list[dict[str, float]] = []
     for i in range(1 + args.iterations):
         engine_calls.clear()
         updates.clear()
         started = time.perf_counter()
-        result = algo.train()
+        with counting_flops() as flops:
+            result = algo.train()
         total = time.perf_counter() - started
         split = {
             name: result.get(f"timing/{name}_s", float("nan")) for name in ("rollout", "learn", "weight_sync")
@@ -166,6 +183,9 @@ def run_iterations(args: argparse.Namespace) -> None:
         )
         if i:
             rows.append({**split, **{f"cpu_{k.split('/')[1][:-2]}": v for k, v in cpu.items()}})
+        if i and args.utilization:  # the peak between iterations, so that the load falls on both
+            learns.append({"seconds": split["learn"], "flops": dict(flops), "load": load_average()})
+            peaks.append(matrix_peaks(config.resolved_dtypes()["model_dtype"]))
     means = {name: float(np.mean([r[name] for r in rows])) for name in rows[0]}
     print(
         f"{args.label} mean of {len(rows)}: rollout {means['rollout']:.1f} s, learn {means['learn']:.1f} s, "
@@ -184,6 +204,10 @@ def run_iterations(args: argparse.Namespace) -> None:
             f"{torch.get_num_threads()}, load {load_average()}",
             flush=True,
         )
+    if args.utilization:
+        profiled = profile_split(lambda: learner.update_from_trajectories(captured[-1]))
+        # The profile is of the last batch's update again: the learn phase may hold several updates.
+        utilization(peaks, learns, profiled, config.resolved_dtypes()["model_dtype"], "learn phase")
     if args.save_batch and captured:
         with open(args.save_batch, "wb") as handle:
             pickle.dump(captured[-1], handle)
@@ -230,7 +254,7 @@ def count_updates(learner) -> collections.Counter:
     return counts
 
 
-def run_learn(args: argparse.Namespace) -> None:
+def run_learn(args: argparse.Namespace, argv: list[str] | None) -> None:
     from envs.base import AnyText
 
     with open(args.learn, "rb") as handle:
@@ -245,19 +269,49 @@ def run_learn(args: argparse.Namespace) -> None:
     optimizer = learner.get_optimizer(module_id)
     weights = copy.deepcopy(module.model.state_dict())
     optimizer_state = copy.deepcopy(optimizer.state_dict())
-    times = []
-    for i in range(1 + args.repeats):
+    model_dtype = config.resolved_dtypes()["model_dtype"]
+
+    def update(i: int) -> float:
         module.model.load_state_dict(weights)
         optimizer.load_state_dict(optimizer_state)
         started, cpu = time.perf_counter(), time.process_time()
         learner.update_from_trajectories(trimmed(batch, i) if args.vary_shapes else batch)
-        times.append(time.perf_counter() - started)
+        seconds = time.perf_counter() - started
         print(
-            f"  update {'warm-up' if i == 0 else i}: {times[-1]:.1f} s "
+            f"  update {'warm-up' if i == 0 else i}: {seconds:.1f} s "
             f"(CPU {time.process_time() - cpu:.1f} s), load {load_average()}",
             flush=True,
         )
-    model_dtype = config.resolved_dtypes()["model_dtype"]
+        return seconds
+
+    times = [update(0)]
+    if args.utilization:
+
+        def counted(i: int) -> dict[str, Any]:
+            with counting_flops() as flops:
+                seconds = update(i + 1)
+            return {"seconds": seconds, "flops": dict(flops), "load": load_average()}
+
+        sides = {"update": counted, "peak": lambda i: matrix_peaks(model_dtype)}
+        records = alternate(sides, args.repeats)
+        times += [r["seconds"] for r in records["update"]]
+        split = profile_split(lambda: update(0))
+        report = utilization(records["peak"], records["update"], split, model_dtype)
+        if args.output:
+            key = f"{args.label} {model_dtype}"
+            path = Path(args.output) / "results.json"
+            results = json.loads(path.read_text()) if path.exists() else {"runs": {}}
+            results["runs"][key] = {
+                "provenance": provenance(PROG, sys.argv[1:] if argv is None else argv, config),
+                "batch": {"file": args.learn, "description": describe(batch)},
+                "torch_threads": torch.get_num_threads(),
+                **report,
+            }
+            path.parent.mkdir(parents=True, exist_ok=True)
+            write_json(path, results)
+            print(f"wrote {key!r} into {path}", flush=True)
+    else:
+        times += [update(i) for i in range(1, 1 + args.repeats)]
     if args.result_json:
         trainable = sum(p.numel() for p in module.model.parameters() if p.requires_grad)
         record = {
@@ -282,6 +336,116 @@ def run_learn(args: argparse.Namespace) -> None:
             f"mismatch-correction forward (no grad, {model_dtype}): {time.perf_counter() - started:.2f} s",
             flush=True,
         )
+
+
+# The peak's products: a SmolLM2-shaped one (4096 tokens through its MLP's up projection) and a square one.
+PEAK_SHAPES = {"4096x576 @ 576x1536": (4096, 576, 1536), "2048x2048 @ 2048x2048": (2048, 2048, 2048)}
+
+# The profile's categories, by the name of the op or of its nearest enclosing op that has one (a cast that
+# autocast makes inside aten::linear is a cast; aten::t inside it is part of the product).
+PROFILE_CATEGORIES = {
+    "attention": re.compile(r"scaled_dot_product|flash_attention", re.IGNORECASE),
+    "matrix products": re.compile(r"^aten::(mm|addmm|bmm|baddbmm|matmul|linear|addmv|mv)$|mkldnn_matmul"),
+    "casts": re.compile(r"^aten::(to|_to_copy|_autocast_to_\w+)$"),
+    "optimizer": re.compile(r"adamw|^Optimizer\.", re.IGNORECASE),
+}
+OTHER_OPS = "element-wise & other ops"
+PYTHON = "Python/other"
+
+
+def matrix_peaks(dtype: str) -> dict[str, float]:
+    """FLOP/s of each of ``PEAK_SHAPES`` in ``dtype`` and in float32, at torch's current threads."""
+    rates = {
+        f"{name} {kind}": matmul_rate(*shape, getattr(torch, kind))
+        for kind in dict.fromkeys((dtype, "float32"))
+        for name, shape in PEAK_SHAPES.items()
+    }
+    print(
+        "  peak: "
+        + ", ".join(f"{name} {rate / 1e9:.0f} GFLOP/s" for name, rate in rates.items())
+        + f"; load {load_average()}",
+        flush=True,
+    )
+    return rates
+
+
+def profile_category(event) -> str | None:
+    """The category of a profiled op (``PROFILE_CATEGORIES``, else ``OTHER_OPS`` for an aten op), from it
+    or its nearest enclosing op that has one; None for the rest (autograd's and Python's own records)."""
+    enclosing = event
+    while enclosing is not None:
+        for category, pattern in PROFILE_CATEGORIES.items():
+            if pattern.search(enclosing.name):
+                return category
+        enclosing = enclosing.cpu_parent
+    return OTHER_OPS if event.name.startswith("aten::") else None
+
+
+def profile_split(run) -> dict[str, float]:
+    """Seconds of one ``run()`` under torch.profiler by category: each op's self time in its category, and
+    ``PYTHON`` the wall time that no op took (Python, autograd's bookkeeping, the profiler's own cost); and
+    "wall"."""
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as profile:
+        started = time.perf_counter()
+        run()
+        wall = time.perf_counter() - started
+    seconds = dict.fromkeys([*PROFILE_CATEGORIES, OTHER_OPS], 0.0)
+    for event in profile.events():
+        category = profile_category(event)
+        if category:
+            seconds[category] += event.self_cpu_time_total / 1e6
+    seconds[PYTHON] = wall - sum(seconds.values())
+    return {**seconds, "wall": wall}
+
+
+def utilization(
+    peaks: list[dict[str, float]],
+    updates: list[dict[str, Any]],
+    split: dict[str, float],
+    dtype: str,
+    timed: str = "update",
+) -> dict[str, Any]:
+    """Prints and returns the learner's achieved FLOP/s at its fastest ``timed`` (an update, or an
+    iteration's learn phase) against the best peak in its dtype and in float32, and the profile's split."""
+    best_peaks = {name: max(p[name] for p in peaks) for name in peaks[0]}
+    best = min(updates, key=lambda r: r["seconds"])
+    achieved = best["flops"]["total"] / best["seconds"]
+    peak = {
+        kind: max(r for name, r in best_peaks.items() if name.endswith(kind)) for kind in (dtype, "float32")
+    }
+    flops = best["flops"]
+    print(f"| learner ({dtype}, torch threads {torch.get_num_threads()}) | |")
+    print("|---|---|")
+    print(
+        f"| FLOPs per update (padding excluded) | {flops['total'] / 1e9:.1f} G: linear "
+        f"{flops['linear'] / 1e9:.1f}, attention {flops['attention'] / 1e9:.1f}, LM head "
+        f"{flops['head'] / 1e9:.1f} |"
+    )
+    print(f"| fastest {timed} | {best['seconds']:.2f} s (load {best['load']}) |")
+    print(f"| achieved | {achieved / 1e9:.1f} GFLOP/s |")
+    for name, rate in best_peaks.items():
+        print(f"| peak {name} | {rate / 1e9:.1f} GFLOP/s |")
+    for kind, rate in peak.items():
+        print(f"| achieved / {kind} peak | {achieved / rate:.1%} |")
+    wall = split["wall"]
+    print(f"| profiled update (wall, profiler on) | {wall:.2f} s |")
+    for category, seconds in split.items():
+        if category != "wall":
+            print(f"| {category} | {seconds:.2f} s ({seconds / wall:.0%}) |")
+    print(f"load {load_average()}", flush=True)
+    return {
+        "dtype": dtype,
+        "flops_per_update": flops,
+        "update_s": [r["seconds"] for r in updates],
+        "update_loads": [r["load"] for r in updates],
+        "fastest_update_s": best["seconds"],
+        "achieved_flop_s": achieved,
+        "peaks_flop_s": best_peaks,
+        "peak_flop_s": peak,
+        "utilization": {kind: achieved / rate for kind, rate in peak.items()},
+        "profile_s": split,
+        "load_after": load_average(),
+    }
 
 
 def run_lora_vs_full(args: argparse.Namespace, argv: list[str]) -> None:
@@ -451,7 +615,16 @@ def main(argv: list[str] | None = None) -> None:
         metavar="RANK",
         help="learn mode: full training against LoRA of this rank, each in its own process, alternating",
     )
-    parser.add_argument("--output", metavar="DIR", help="--lora-vs-full: also write DIR/results.json")
+    parser.add_argument(
+        "--utilization",
+        action="store_true",
+        help="the learner's FLOP/s against the CPU's matrix-product peak (measured alternately), a profile",
+    )
+    parser.add_argument(
+        "--output",
+        metavar="DIR",
+        help="--lora-vs-full: also write DIR/results.json; --utilization: add to it",
+    )
     parser.add_argument("--result-json", help=argparse.SUPPRESS)  # learn mode's figures, for --lora-vs-full
     parser.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (0: torch's default)")
     args = parse_and_check(parser, argv, REQUIRES)
@@ -465,7 +638,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.lora_vs_full:
         run_lora_vs_full(args, sys.argv[1:] if argv is None else argv)
     elif args.learn:
-        run_learn(args)
+        run_learn(args, argv)
     else:
         run_iterations(args)
 

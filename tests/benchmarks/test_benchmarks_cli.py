@@ -24,8 +24,8 @@ from benchmarks.requirements import (
 )
 
 # Modules the benchmarks import, with no main() of their own: the package, the argument parsing and setup
-# check (requirements), the measurement helpers (measure).
-HELPERS = {"__init__", "requirements", "measure"}
+# check (requirements), the measurement helpers (measure), the FLOP counting (flops).
+HELPERS = {"__init__", "requirements", "measure", "flops"}
 BENCHMARKS = sorted(
     path.stem for path in Path(benchmarks.__file__).parent.glob("*.py") if path.stem not in HELPERS
 )
