@@ -5,9 +5,9 @@ command into a temporary folder (never over the committed record), streaming its
 per claim: ``reproduced``, ``differs: recorded X, today Y`` (exact for deterministic values, inside the
 recorded 95% interval for stochastic ones, inside the recorded mean's t interval for means over seeds), or
 ``failed`` when the command fails. Every record also gets its state against the code
-(experiments/common/staleness.py): ``current``, ``stale (N commits touched ...)`` when commits since the one
-it records touched the files its command runs (its module and the project modules it imports) or its listed
-inputs, ``recorded before provenance`` (no commit recorded), or ``missing``; and ``intervals unclustered``
+(experiments/common/record_staleness.py): ``current``, ``stale (N commits touched ...)`` when commits since
+the one it records touched the files its command runs (its module and the project modules it imports) or its
+listed inputs, ``recorded before provenance`` (no commit recorded), or ``missing``; and ``intervals unclustered``
 where an evaluation of k > 1 episodes per task kept no per-task outcomes. Exits 1 when a re-run claim
 differs or fails.
 

@@ -35,6 +35,7 @@ from algorithms.dapo.config import DAPOConfig, evaluation_task_checks
 from algorithms.dapo.dynamic_sampling import DynamicSampler
 from algorithms.dapo.evaluation import summarize_episodes
 from algorithms.dapo.gigpo import GiGPOFallbackWarning, gigpo_credit, has_state_keys, step_group_metrics
+from algorithms.dapo.group_staleness import within_staleness
 from algorithms.dapo.groups import DYNAMIC_SAMPLING_METRICS, has_step_signal, shape_and_score_group
 from algorithms.dapo.overlong import is_overlong
 from algorithms.dapo.remote_rollouts import (
@@ -43,7 +44,6 @@ from algorithms.dapo.remote_rollouts import (
     sample_on_remote_runners,
     wait_for_rollout,
 )
-from algorithms.dapo.staleness import within_staleness
 from algorithms.replay import PrioritizedReplayBuffer, ReplaySample, replay_fraction
 from algorithms.trajectory import Trajectory
 from envs.seeds import SPLITS

@@ -24,8 +24,8 @@ from typing import Any
 import yaml
 
 from experiments.common.import_graph import ImportGraph
+from experiments.common.record_staleness import State, state
 from experiments.common.results_json import REPOSITORY
-from experiments.common.staleness import State, state
 
 REGISTRY = REPOSITORY / "docs" / "results" / "claims.yaml"
 COMPARISONS = ("exact", "interval", "over_seeds")
@@ -174,8 +174,8 @@ def _equal(recorded: Any, today: Any, tolerance: float) -> bool:
 
 def claim_state(claim: Claim, results: dict[str, Any] | None, graph: ImportGraph) -> State:
     """The state of a claim's record (None: its file is missing) against the files its value comes from
-    (experiments/common/staleness.py), with what else a reader should know: a tree with uncommitted changes,
-    intervals that ignore the tasks' clustering. ``graph``: one per run, shared by the claims."""
+    (experiments/common/record_staleness.py), with what else a reader should know: a tree with uncommitted
+    changes, intervals that ignore the tasks' clustering. ``graph``: one per run, shared by the claims."""
     found = state(results, claim.files(graph))
     notes = []
     if results is not None and (results.get("provenance") or {}).get("dirty"):

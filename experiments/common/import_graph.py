@@ -8,7 +8,7 @@ of the gymnasium registrations (envs/__init__.py) that import their module when 
 ``a.b.c`` runs ``a/__init__.py`` and ``a/b/__init__.py`` too, so they count; imports under ``if
 TYPE_CHECKING:`` never run, so they do not. A module named only by a string
 computed at run time is not seen; such inputs, and the data files a command reads, are listed by hand
-(``depends_on`` in docs/results/claims.yaml). Used by experiments/common/staleness.py.
+(``depends_on`` in docs/results/claims.yaml). Used by experiments/common/record_staleness.py.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ from character_renderer import CharacterRenderer
 
 import envs  # noqa: F401  (registers the envs)
 from algorithms.dapo import DAPO, DAPOConfig
-from algorithms.dapo.staleness import group_staleness, within_staleness
+from algorithms.dapo.group_staleness import group_staleness, within_staleness
 from algorithms.rollout import rollout_groups
 from envs.seeds import SPLITS
 from models.engine import Completion, SamplingConfig

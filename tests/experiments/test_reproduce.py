@@ -25,8 +25,8 @@ from experiments.common.claims import (
     value_at,
 )
 from experiments.common.import_graph import ImportGraph
+from experiments.common.record_staleness import parse_log, recorded_commit, state, touching_commits
 from experiments.common.results_json import REPOSITORY
-from experiments.common.staleness import parse_log, recorded_commit, state, touching_commits
 
 
 def test_the_quick_claim_reproduces_through_the_entry_point(capsys):
