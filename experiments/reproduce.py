@@ -7,9 +7,9 @@ recorded 95% interval for stochastic ones, inside the recorded mean's t interval
 ``failed`` when the command fails. Every record also gets its state against the code
 (experiments/common/record_staleness.py): ``current``, ``stale (N commits touched ...)`` when commits since
 the one it records touched the files its command runs (its module and the project modules it imports) or its
-listed inputs, ``recorded before provenance`` (no commit recorded), or ``missing``; and ``intervals unclustered``
-where an evaluation of k > 1 episodes per task kept no per-task outcomes. Exits 1 when a re-run claim
-differs or fails.
+listed inputs, ``recorded before provenance`` (no commit recorded), or ``missing``; and ``intervals
+unclustered`` where an evaluation of k > 1 episodes per task kept no per-task outcomes. Exits 1 when a
+re-run claim differs or fails.
 
     python -m experiments.reproduce                     # every claim (hours: --list gives each one's cost)
     python -m experiments.reproduce --quick             # the quick claims only (seconds; make test runs it)
