@@ -285,7 +285,7 @@ def run_dapo(work: Workload, gradient_checkpointing: bool, compare_plain: bool) 
     algo = dapo_config(work, gradient_checkpointing).build_algo()
     captured: list[list[Trajectory]] = []
     phases: dict[str, list[Span]] = defaultdict(list)
-    learn, timer = algo._learn, algo._timer
+    learn, timer = algo.update_learners, algo._timer
 
     def spy_learn(trajectories, weights, tag):  # keep the fresh batch for the learner-vs-plain comparison
         captured.append(list(trajectories))
@@ -297,7 +297,7 @@ def run_dapo(work: Workload, gradient_checkpointing: bool, compare_plain: bool) 
             yield
         phases[key].append(watch.span)
 
-    algo._learn, algo._timer = spy_learn, cpu_timer
+    algo.update_learners, algo._timer = spy_learn, cpu_timer
     rows, tokens = [], []
     for i in range(work.iterations):
         with Stopwatch() as watch:

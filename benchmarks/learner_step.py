@@ -128,7 +128,7 @@ def run_iterations(args: argparse.Namespace) -> None:
     start_ray()
     config = learner_config(args)
     algo = config.build_algo()
-    learn, timer = algo._learn, algo._timer
+    learn, timer = algo.update_learners, algo._timer
     captured: list[list[Trajectory]] = []
     cpu: dict[str, float] = {}
 
@@ -144,7 +144,7 @@ def run_iterations(args: argparse.Namespace) -> None:
             captured.append(list(trajectories))
         return learn(trajectories, weights, tag)
 
-    algo._learn, algo._timer = spy_learn, cpu_timer
+    algo.update_learners, algo._timer = spy_learn, cpu_timer
     engine_calls = count_engine_calls()
     updates = count_updates(algo.learner_group._learner)
     rows = []

@@ -14,7 +14,7 @@ The rule, applied with ``ast`` to every module under tests/:
   Plain assignments (``stub._x = ...``), which wire a stand-in's state, are not reads.
 - The match is by name: a private attribute of another library's object (RLlib's ``learner_group._learner``)
   counts only where the project defines the same name, and a name in a string
-  (``monkeypatch.setattr(DAPO, "_learn", ...)``) is no attribute access.
+  (``monkeypatch.setattr(DAPO, "_timer", ...)``) is no attribute access.
 
 The count must stay under ``LIMIT``; what is left is listed in the failure message as file:line entries."""
 
@@ -25,8 +25,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PROJECT = ("envs", "algorithms", "models", "experiments")
-# What is left: DAPO's steps unit-tested with a stand-in self (and DAPO._learn, which the benchmarks spy on
-# too), and env internals that the envs have no public view of.
+# What is left: DAPO's steps unit-tested with a stand-in self, and env internals that the envs have no public
+# view of.
 LIMIT = 15
 
 

@@ -165,7 +165,7 @@ class DAPO(Algorithm):
         with self._timer("timing/learn_s"):
             self._release_local_engine_weights()
             if fresh:
-                self._learn(fresh, weights=None, tag="fresh")
+                self.update_learners(fresh, weights=None, tag="fresh")
             if backfill is not None:
                 self._learn_replayed(backfill, tag="backfill")
             backfilled = 0 if backfill is None else len(backfill)
@@ -372,7 +372,7 @@ class DAPO(Algorithm):
         return summarize_episodes(groups, split=split)
 
     # ------------------------------------------------------------------------------------------------
-    def _learn(self, trajectories: list[Trajectory], weights: np.ndarray | None, tag: str) -> None:
+    def update_learners(self, trajectories: list[Trajectory], weights: np.ndarray | None, tag: str) -> None:
         """One update pass on every learner. The learning-rate warm-up counts this iteration (fresh and replay
         passes alike); the optimizer-step count is the learners' own, so skipped steps are not counted."""
         iteration = self.training_iteration
@@ -406,7 +406,7 @@ class DAPO(Algorithm):
 
     def _learn_replayed(self, sample: ReplaySample, tag: str) -> None:
         """One pass on a batch drawn from the buffer, weighted by its IS weights."""
-        self._learn(list(sample.items), sample.is_weights, tag=tag)
+        self.update_learners(list(sample.items), sample.is_weights, tag=tag)
         # After their step, replayed items get the base priority of their own signal: unchanged unless
         # they entered at the buffer's max priority (insert_at_max_priority, as the reference code).
         self._replay.update_priorities(sample.indices, [self._priority_signal(t) for t in sample.items])

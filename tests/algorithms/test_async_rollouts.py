@@ -165,7 +165,7 @@ def test_async_run_bounds_staleness_and_resumes_with_its_batch_in_flight(
     waits for the batch launched during the last update and stores its groups, so nothing in flight is
     lost."""
     seen: list[tuple[str, int, list[int], list[list[int]]]] = []
-    learn = DAPO._learn
+    learn = DAPO.update_learners
 
     def recording_learn(self, trajectories, weights, tag):
         seen.append(
@@ -178,7 +178,7 @@ def test_async_run_bounds_staleness_and_resumes_with_its_batch_in_flight(
         )
         return learn(self, trajectories, weights, tag)
 
-    monkeypatch.setattr(DAPO, "_learn", recording_learn)
+    monkeypatch.setattr(DAPO, "update_learners", recording_learn)
     config = async_config(small_dapo_config)
     algo = config.build_algo()
     algo.sampler.metric = informative_unless_group_1

@@ -20,13 +20,13 @@ def none_informative(group) -> list[float]:
 @pytest.mark.parametrize("backfill", [True, False])
 def test_short_batch_is_filled_from_the_buffer(small_dapo_config, monkeypatch, backfill):
     passes: list[tuple[str, int, np.ndarray | None]] = []
-    learn = DAPO._learn
+    learn = DAPO.update_learners
 
     def recording_learn(self, trajectories, weights, tag):
         passes.append((tag, len(trajectories), None if weights is None else np.asarray(weights)))
         return learn(self, trajectories, weights, tag)
 
-    monkeypatch.setattr(DAPO, "_learn", recording_learn)
+    monkeypatch.setattr(DAPO, "update_learners", recording_learn)
     config = small_dapo_config(
         dynamic_sampling=True, max_generation_batches=1, overlong_filtering=False
     ).replay(mode="freshper", tau=4.0, backfill=backfill)

@@ -73,8 +73,8 @@ def test_optimizer_steps_are_the_steps_the_learners_ran():
     update of an iteration, fresh or replay, tells the learners the same iteration (the warm-up's unit)."""
     learners = [Learner(steps_per_update=4, skipped=1), Learner(steps_per_update=4, skipped=1)]
     algo = bare_dapo(iteration=7, learners=learners)
-    algo._learn([object()] * 8, None, tag="fresh")
-    algo._learn([object()] * 8, None, tag="replay")
+    algo.update_learners([object()] * 8, None, tag="fresh")
+    algo.update_learners([object()] * 8, None, tag="replay")
     assert algo.counters.optimizer_steps == 6
     assert learners[0].iterations == learners[1].iterations == [7, 7]
 
