@@ -57,18 +57,25 @@ WILSON = "wilson"
 TASK_CLUSTERED_T = "task-clustered t"
 
 
+def t_half_width(values: Sequence[float]) -> float | None:
+    """The half-width of the 95% t interval of the mean of ``values``, one per independent unit (task,
+    seed, paired difference): t_{0.975, n-1} x sd / sqrt(n) (Student 1908). None for fewer than 2 units."""
+    from scipy import stats
+
+    if len(values) < 2:
+        return None
+    return float(stats.t.ppf(0.975, len(values) - 1) * np.std(values, ddof=1) / math.sqrt(len(values)))
+
+
 def task_clustered_interval(task_rates: Sequence[float]) -> tuple[float, float]:
     """The t interval of the mean success over tasks, each task one cluster of samples: mean +-
     t_{0.975, T-1} x sd(task means) / sqrt(T), clipped to [0, 1] (the cluster-level analysis of Donner & Klar
     2000: the T task means are the independent observations, not the T x k episodes). (0, 1) for one task:
     no spread between tasks to estimate."""
-    from scipy import stats
-
-    rates = np.asarray(task_rates, dtype=float)
-    if len(rates) < 2:
+    half = t_half_width(task_rates)
+    if half is None:
         return (0.0, 1.0)
-    mean = float(rates.mean())
-    half = float(stats.t.ppf(0.975, len(rates) - 1) * rates.std(ddof=1) / math.sqrt(len(rates)))
+    mean = float(np.mean(task_rates))
     return (max(0.0, mean - half), min(1.0, mean + half))
 
 

@@ -118,13 +118,12 @@ def paired_interval(differences: Sequence[float]) -> dict[str, float | None]:
     """The 95% t interval of the mean of paired ``differences`` (one per unit): mean +- t_{0.975, n-1} x
     sd / sqrt(n), the interval that matches the paired t-test. A gain's interval: what a claim about a gain
     is checked against. None bounds for fewer than 2 units."""
-    from scipy import stats
+    from algorithms.dapo.evaluation import t_half_width
 
-    d = np.asarray(differences, dtype=float)
-    if len(d) < 2:
+    half = t_half_width(differences)
+    if half is None:
         return {"difference_ci95_low": None, "difference_ci95_high": None}
-    half = float(stats.t.ppf(1 - ALPHA / 2, len(d) - 1) * np.std(d, ddof=1) / math.sqrt(len(d)))
-    mean = float(np.mean(d))
+    mean = float(np.mean(differences))
     return {"difference_ci95_low": mean - half, "difference_ci95_high": mean + half}
 
 
@@ -287,12 +286,11 @@ def intervals_overlap(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
 def mean_over_seeds(values: list[float]) -> dict[str, float | int | None]:
     """Mean, standard deviation and the half-width of the 95% t interval of the mean of one figure over
     seeds, the seed being the unit (``ci95`` None from one seed: no interval)."""
-    from scipy import stats
+    from algorithms.dapo.evaluation import t_half_width
 
     n = len(values)
     std = float(np.std(values, ddof=1)) if n > 1 else 0.0
-    half = float(stats.t.ppf(0.975, n - 1) * std / np.sqrt(n)) if n > 1 else None
-    return {"mean": float(np.mean(values)), "std": std, "n": n, "ci95": half}
+    return {"mean": float(np.mean(values)), "std": std, "n": n, "ci95": t_half_width(values)}
 
 
 def success_line(metrics: Mapping[str, Any]) -> str:
