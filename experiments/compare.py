@@ -5,7 +5,7 @@ variant), picked with ``--modes``, which also takes ``freshper+backfill`` (Fresh
 each tested against FreshPER. ``--arms KEY=V1,V2[,...]`` compares the values of any DAPOConfig or run key
 instead (the keys ``--set`` takes, each value read as ``--set`` reads it), each tested against the first:
 
-    python -m experiments.compare --envs freshrl/Sokoban-v0 --arms advantage=episode,gigpo --seeds 3
+    python -m experiments.compare --envs freshrl/Sokoban-v0 --arms advantage_estimator=episode,gigpo --seeds 3
 
 For every (seed, env, arm) it builds DAPO with ``experiments.common.run_config.build_config`` (the env's
 settings file, then the options of ``experiments.sweep``: ``--model``, by default the tiny model warm-started
@@ -48,7 +48,6 @@ Output, in ``--output`` (default ``results/compare-<time>``):
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import hashlib
 import json
 import os
@@ -61,6 +60,7 @@ from typing import Any
 
 import numpy as np
 
+from algorithms.dapo.config import RENAMED_KEYS, current_key
 from algorithms.replay import REPLAY_MODES
 from experiments.common import learning_diagnostics
 from experiments.common.freshper_paper import PAPER_TABLE_1, PAPER_TASK, proportional_effect
@@ -73,6 +73,7 @@ from experiments.common.run_config import (
     RunSettings,
     SettingsError,
     build_config,
+    explain_config,
     parse_set,
     run_keys,
 )
@@ -133,21 +134,21 @@ def parse_arms(texts: str | list[str]) -> list[Arm]:
     two arms. A :class:`SettingsError` for fewer than 2 values, unequal counts, a key given twice, two equal
     arms, an empty value or a bad key."""
     columns = [_key_values(text) for text in ([texts] if isinstance(texts, str) else texts)]
-    keys = [key for key, _, _ in columns]
+    keys = [key for _, key, _, _ in columns]
     for index, key in enumerate(keys):
         if key in keys[:index]:
             raise SettingsError(f"--arms {key}=... is given twice; give each key once")
-    counts = {key: len(items) for key, items, _ in columns}
+    counts = {key: len(items) for _, key, items, _ in columns}
     if len(set(counts.values())) > 1:
         raise SettingsError(
             f"each --arms gives one value per arm, paired by position; got {counts}: give every key as many"
         )
     arms = []
-    for position in range(len(columns[0][1])):
-        typed = [(key, items[position], parsed[position]) for key, items, parsed in columns]
-        label = ", ".join(f"{key}={item}" for key, item, _ in typed)
-        stem = "+".join(_file_stem(key, item) for key, item, _ in typed)
-        arms.append(Arm(label, label, stem, {key: value for key, _, value in typed}))
+    for position in range(len(columns[0][2])):
+        arm = [(typed, key, items[position], parsed[position]) for typed, key, items, parsed in columns]
+        label = ", ".join(f"{typed}={item}" for typed, _, item, _ in arm)
+        stem = "+".join(_file_stem(key, item) for _, key, item, _ in arm)
+        arms.append(Arm(label, label, stem, {key: value for _, key, _, value in arm}))
     canonical = [dumps(arm.keys, indent=None) for arm in arms]
     for index, form in enumerate(canonical):
         if form in canonical[:index]:
@@ -158,21 +159,23 @@ def parse_arms(texts: str | list[str]) -> list[Arm]:
     return arms
 
 
-def _key_values(text: str) -> tuple[str, list[str], list[Any]]:
-    """One ``--arms KEY=V1,V2[,...]``: its key, its values as typed and as read."""
-    key, sep, values = text.partition("=")
-    key = key.strip()
-    if not sep or not key:
+def _key_values(text: str) -> tuple[str, str, list[str], list[Any]]:
+    """One ``--arms KEY=V1,V2[,...]``: its key as typed and as DAPOConfig names it now (a former name warns
+    once), its values as typed and as read."""
+    typed, sep, values = text.partition("=")
+    typed = typed.strip()
+    if not sep or not typed:
         raise SettingsError(f"--arms takes KEY=V1,V2,... (e.g. --arms lora_rank=0,16), got {text!r}")
-    if key in NOT_ARMS:
-        raise SettingsError(f"--arms {key}=...: the comparison sets {key} itself; use {NOT_ARMS[key]}")
+    if typed in NOT_ARMS:
+        raise SettingsError(f"--arms {typed}=...: the comparison sets {typed} itself; use {NOT_ARMS[typed]}")
+    key = typed if typed in run_keys() else current_key(typed, "--arms")
     items = _top_level_items(values)
     if "" in items:
         raise SettingsError(f"--arms {text}: an empty value; write null for None")
     parsed = [parse_set([f"{key}={item}"])[key] for item in items]
     if len(items) < 2:
         raise SettingsError(f"--arms {text}: give at least 2 values to compare (--arms {key}=V1,V2)")
-    return key, items, parsed
+    return typed, key, items, parsed
 
 
 def _top_level_items(text: str) -> list[str]:
@@ -272,17 +275,23 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def run_settings(args: argparse.Namespace, env: str, arm: Arm, seed: int = 0) -> RunSettings:
-    """The settings of the run (env, arm, seed): the command line, then the arm's keys, its DAPOConfig
-    keys in the run's overrides and its run keys in their fields (both in what a resumed run must match)."""
+    """The settings of the run (env, arm, seed): the command line, then the arm's keys and the seed (the
+    "entry point" layer), its DAPOConfig keys in the run's overrides and its run keys in their fields (both
+    in what a resumed run must match)."""
     keys = {"seed": seed, **arm.keys}
-    settings = workload_settings(
-        PROG, args, env=env, overrides={k: v for k, v in keys.items() if k not in run_keys()}
-    )
-    return dataclasses.replace(settings, **{k: v for k, v in keys.items() if k in run_keys()})
+    return workload_settings(PROG, args, env=env, overrides=keys, layer=f"entry point arm {arm.label}")
 
 
 def run_path(output: Path, env: str, arm: Arm, seed: int) -> Path:
-    return output / "runs" / f"{env.split('/')[-1]}__{arm.file_stem}__seed{seed}.json"
+    """Where the run (env, arm, seed) is saved: its file under the arm's stem; a run saved before a key of
+    the arm was renamed (``algorithms.dapo.config.RENAMED_KEYS``) is found under its former stem."""
+    name = f"{env.split('/')[-1]}__{{}}__seed{seed}.json"
+    path = output / "runs" / name.format(arm.file_stem)
+    for old, new in RENAMED_KEYS.items():
+        former = output / "runs" / name.format(arm.file_stem.replace(f"{new}-", f"{old}-"))
+        if not path.exists() and former.exists():
+            return former
+    return path
 
 
 def saved_settings(settings: RunSettings, config=None) -> dict[str, Any]:
@@ -290,7 +299,7 @@ def saved_settings(settings: RunSettings, config=None) -> dict[str, Any]:
     actually used (the default model may change); without ``config`` (a report of saved runs), its settings
     alone."""
     model = {} if config is None else {"model_path": config.model_path}
-    return json.loads(dumps({**dataclasses.asdict(settings), **model}))
+    return json.loads(dumps({**settings.as_record(), **model}))
 
 
 def load_finished(path: Path, settings: dict[str, Any]) -> dict[str, Any] | None:
@@ -300,7 +309,10 @@ def load_finished(path: Path, settings: dict[str, Any]) -> dict[str, Any] | None
     if not path.exists():
         return None
     run = json.loads(path.read_text())
-    saved = run["settings"]
+    # Overrides saved under a key's former name (RENAMED_KEYS) are the same run.
+    saved = dict(run["settings"])
+    if "overrides" in saved:
+        saved["overrides"] = {RENAMED_KEYS.get(key, key): value for key, value in saved["overrides"].items()}
     if "model_path" not in settings:
         saved = {key: value for key, value in saved.items() if key != "model_path"}
     if saved != settings:
@@ -357,9 +369,10 @@ def train_and_evaluate(run: RunSettings, config, settings: dict[str, Any], arm: 
         "arm": arm,
         "seed": config.seed,
         "replay_mode": config.replay_mode,
-        "tau": config.tau,
+        "tau": config.replay_tau,
         "age_unit": config.replay_age_unit,
         "settings": settings,
+        "config_layers": explain_config(run, config),
         "curve": curve,
         "initial": curve[0]["success"],
         "peak": max(trained),

@@ -57,8 +57,10 @@ from experiments.common.run_config import (
     RunSettings,
     SettingsError,
     build_config,
+    run_keys,
     settings_for,
     starting_model,
+    with_layer,
 )
 from experiments.common.run_options import add_algorithm_options, add_model_options, settings_from_args
 from experiments.common.significance import success_line
@@ -219,13 +221,14 @@ def trained_run(parser: argparse.ArgumentParser, folder: Path) -> dict[str, Any]
     if not summary_path.is_file():
         parser.error(f"--checkpoint {folder}: no summary.json (give the folder experiments.train wrote)")
     summary = json.loads(summary_path.read_text())
-    fields = {item.name for item in dataclasses.fields(RunSettings)} - {"overrides"}
+    fields = set(run_keys())
     # The run's replay mode and seed, as train records them (older summaries: "replay").
     recorded = {"replay_mode": summary.get("replay_mode", summary.get("replay")), "seed": summary.get("seed")}
     overrides = {**summary.get("overrides", {}), **{k: v for k, v in recorded.items() if v is not None}}
     try:
-        settings = RunSettings(
-            **{key: value for key, value in summary.items() if key in fields}, overrides=overrides
+        values = {key: value for key, value in summary.items() if key in fields}
+        settings = with_layer(
+            RunSettings(), f"trained run {summary_path}", {**values, "overrides": overrides}
         )
     except SettingsError as error:
         parser.error(f"--checkpoint {folder}: summary.json: {error}")
@@ -255,8 +258,8 @@ def env_settings(args: argparse.Namespace, env_id: str) -> RunSettings:
         "evaluation_samples_per_task": args.samples,
         "evaluation_interval": (args.eval_every or args.train) if args.train else None,
     }
-    return dataclasses.replace(
-        settings, iterations=max(args.train, 1), overrides={**settings.overrides, **evaluation}
+    return with_layer(
+        settings, "entry point experiments.evaluate", {"iterations": max(args.train, 1), **evaluation}
     )
 
 
@@ -305,7 +308,7 @@ def benchmark_env(args: argparse.Namespace, env_id: str, bar) -> dict[str, Any]:
     return {
         "env_id": env_id,
         "model": model,
-        "settings": dataclasses.asdict(settings),
+        "settings": settings.as_record(),
         "seconds": time.perf_counter() - started,
         "metrics": metrics,
         "curve": curve,
@@ -370,7 +373,7 @@ def benchmark_endpoint_env(
     return {
         "env_id": env_id,
         "model": args.served_model,
-        "settings": dataclasses.asdict(settings),
+        "settings": settings.as_record(),
         "seconds": time.perf_counter() - started,
         "metrics": summarize_episodes(rollout.groups, split=args.split) if rollout.groups else None,
         "curve": [],

@@ -53,7 +53,6 @@ The trainable is plain ``DAPO``; ``tune.Tuner(DAPO, param_space=config)`` works 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import functools
 import importlib.util
 import math
@@ -71,7 +70,7 @@ from experiments.common import disk_space, sweep_points
 from experiments.common.checkpoints import check_restorable
 from experiments.common.ray_session import start_ray
 from experiments.common.results_json import provenance, write_json
-from experiments.common.run_config import RunSettings, build_config
+from experiments.common.run_config import RunSettings, build_config, explain_config
 from experiments.common.run_options import add_aliases, add_settings_option, check_env_id
 from experiments.common.sweep_checkpoints import (
     VALIDATION_METRIC,
@@ -185,7 +184,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             f"--seeds {args.seeds} crosses the grid with seeds; with --search-alg {args.search_alg} give "
             "--num-samples instead (each trial then draws its point, at the one --seed)"
         )
-    swept = {"tau", "eps_high"} & {item.partition("=")[0].strip() for item in args.set}
+    swept = {"tau", "replay_tau", "eps_high"} & {item.partition("=")[0].strip() for item in args.set}
     if swept:
         raise SystemExit(
             f"{PROG}: --set {', '.join(sorted(swept))}: the sweep sets it; give its values to --tau / "
@@ -219,10 +218,21 @@ def search_space(args: argparse.Namespace) -> tuple[DAPOConfig, Any, int]:
             make_searcher(args.search_alg, config.seed),
             args.num_samples or 4,
         )
-    config = config.training(eps_high=domain(args.eps_high)).replay(tau=domain(taus))
-    if args.seeds > 1:
-        config = config.debugging(seed=tune.grid_search(swept_seeds(args)))
+    grid = {
+        key: tune.grid_search(values) if key == "seed" else domain(values)
+        for key, values in swept_keys(args).items()
+    }
+    config.set_keys(grid, "tune grid")
     return config, searcher, samples
+
+
+def swept_keys(args: argparse.Namespace) -> dict[str, list[Any]]:
+    """The DAPOConfig keys the sweep sets (the "tune grid" layer) -> the values it tries; seeds are crossed
+    with the grid."""
+    keys: dict[str, list[Any]] = {"eps_high": args.eps_high, "replay_tau": swept_taus(args)}
+    if args.seeds > 1:
+        keys["seed"] = swept_seeds(args)
+    return keys
 
 
 def swept_taus(args: argparse.Namespace) -> list[float]:
@@ -400,7 +410,8 @@ def trial_rows(results, iterations: int) -> list[dict[str, Any]]:
         rows.append(
             {
                 "trial": metrics.get("trial_id", Path(result.path).name),
-                "tau": float(result.config["tau"]),
+                # A sweep run before tau was renamed replay_tau reports "tau".
+                "tau": float(result.config.get("replay_tau", result.config.get("tau"))),
                 "seed": int(result.config["seed"]),
                 "eps_high": float(result.config["eps_high"]),
                 "replay": result.config["replay_mode"],
@@ -592,7 +603,9 @@ def write_summary(args: argparse.Namespace, arguments: list[str], folder: Path, 
         "env": args.run.env,
         "replay": args.config.replay_mode,
         "iterations": args.run.iterations,
-        "settings": dataclasses.asdict(args.run),
+        "settings": args.run.as_record(),
+        # Each key's layer; the swept ones are the Tune grid's (their values: the grid).
+        "config_layers": explain_config(args.run, args.config.copy().set_keys(swept_keys(args), "tune grid")),
         "trials": rows,
         "best": best,
         "points": grid,

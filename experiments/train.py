@@ -26,13 +26,13 @@ N`` warm-starts M the same way.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import functools
+import json
 import math
 import os
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from experiments.common import disk_space
 from experiments.common.allocator import describe
@@ -42,6 +42,7 @@ from experiments.common.run_config import (
     SettingsError,
     build_config,
     default_settings_file,
+    explain_config,
     starting_model,
 )
 from experiments.common.run_options import (
@@ -57,7 +58,11 @@ from experiments.common.run_options import (
 from experiments.common.significance import change_sentence, success_change, success_line
 from experiments.common.training_metrics import MOSTLY_UNTRAINED_SHARE, flatten, pick, trained_nothing
 
+if TYPE_CHECKING:
+    from algorithms.dapo import DAPOConfig
+
 PROG = "python -m experiments.train"
+ENTRY_POINT = "entry point experiments.train"  # the layer of what this command itself sets
 NOTHING_TRAINED = "0 informative groups: nothing trained this iteration"
 
 
@@ -73,6 +78,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     add_run_options(parser)
     parser.add_argument("--output", default=None, help="results folder (default results/<env>-<time>)")
     parser.add_argument("--resume", default=None, help="checkpoint folder to continue from")
+    parser.add_argument(
+        "--explain-config",
+        action="store_true",
+        help="print every setting's value and the layer that set it (defaults, algorithm, scale, settings "
+        "file, command line, entry point), then exit without running",
+    )
     args = parser.parse_args(argv)
     if args.resume and not (Path(args.resume) / TOP_METADATA).is_file():
         parser.error(
@@ -89,6 +100,23 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     except ValueError as error:
         raise SystemExit(f"{PROG}: {error}") from None
     return args
+
+
+def run_config(settings: RunSettings, model: str | None, evaluation_interval: int | None) -> DAPOConfig:
+    """The run's config: the settings' layers, then this entry point's own (the starting model; with no
+    ``evaluation_interval``, RLlib evaluates on the run's last iteration only)."""
+    every = evaluation_interval or settings.iterations
+    return build_config(settings, {"model_path": model, "evaluation_interval": every}, ENTRY_POINT)
+
+
+def explain_lines(explained: dict[str, dict[str, Any]]) -> list[str]:
+    """``explain_config``'s record as aligned lines, ``key = value  (layer)``, the run's keys first."""
+    width = max(len(key) for key in explained)
+    values = {key: json.dumps(row["value"], default=repr) for key, row in explained.items()}
+    value_width = min(max(len(value) for value in values.values()), 40)
+    return [
+        f"{key:<{width}} = {values[key]:<{value_width}}  ({row['layer']})" for key, row in explained.items()
+    ]
 
 
 # Progress-bar fields: (name, metric suffix, format). Episode return and the invalid-output rate come from
@@ -120,6 +148,17 @@ def progress_postfix(flat: dict[str, float], untrained: int) -> dict[str, str]:
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parse_args(argv)
+    if args.explain_config:
+        # The starting model is resolved (and a warm start trained) only when the run starts.
+        explained = explain_config(
+            args.run, run_config(args.run, args.run.model, args.config.evaluation_interval)
+        )
+        print("\n".join(explain_lines(explained)))
+        print(
+            "model_path is the starting model, resolved when the run starts: the model, warm-started where "
+            "warm_start_steps is set, or (no model) the tiny model warm-started on the env"
+        )
+        return {"config_layers": explained}
     from experiments.common.plots import plot_training_curves
     from experiments.common.quiet_logs import LOG_FILE_NAME, install, worker_runtime_env
     from experiments.common.ray_session import start_ray
@@ -142,9 +181,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     except SettingsError as error:
         raise SystemExit(f"freshrl: {error}") from None
     print(f"freshrl: starting from {model}; {describe()}")
-    # Without an evaluation_interval (--eval-every), RLlib evaluates on the run's last iteration only.
-    every = args.config.evaluation_interval or settings.iterations
-    config = build_config(settings, {"model_path": model, "evaluation_interval": every})
+    config = run_config(settings, model, args.config.evaluation_interval)
     record = provenance(PROG, argv, config)
     dtypes = record["dtypes"]
     print(
@@ -214,7 +251,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     plot_training_curves(rows, output / "curves.png", validation, warning)
     summary = {
         "settings_file": args.settings_file,
-        **dataclasses.asdict(settings),
+        **settings.as_record(),
         "model": model,
         "scale": settings.resolved_scale,
         "replay_mode": config.replay_mode,
@@ -229,6 +266,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "iterations_without_training": untrained,
         "mostly_untrained": mostly_untrained,
         "checkpoint": str(checkpoint),
+        "config_layers": explain_config(settings, config),
         "provenance": record,
     }
     with disk_full():

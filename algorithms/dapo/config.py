@@ -8,7 +8,12 @@ scales that differ live in ``algorithms/dapo/scales.py`` and say so.
 
 from __future__ import annotations
 
+import difflib
+import functools
+import inspect
 import math
+import warnings
+from collections.abc import Mapping
 from typing import Any
 
 from ray.rllib.algorithms.algorithm_config import AlgorithmConfig, NotProvided
@@ -28,6 +33,96 @@ ROLLOUT_MODES = ("sync", "async")
 PRIORITY_SIGNALS = ("reward", "advantage")
 REPLAY_DUAL_CLIP_C = 3.0  # verl's actor default clip_ratio_c (its DAPO scripts use 10)
 DAPO_OVERLONG_CACHE_LEN = 4096  # L_cache, DAPO section 4.1
+# Former names of DAPOConfig keys -> their names now. The old ones are read for one release (settings files,
+# --set, records, checkpoints' configs, DAPOConfig.training keywords and attributes), each time with a
+# DeprecatedKeyWarning naming the new one.
+RENAMED_KEYS = {"tau": "replay_tau", "advantage": "advantage_estimator"}
+
+
+# The attribute each .replay() keyword sets: the keyword is short inside replay(), the attribute (the name in
+# settings files, --set and records) says it is replay's.
+REPLAY_ATTRIBUTES = {
+    "mode": "replay_mode",
+    "tau": "replay_tau",
+    "alpha": "replay_alpha",
+    "beta_0": "replay_beta_0",
+    "beta_horizon": "replay_beta_horizon",
+    "capacity": "replay_capacity",
+    "num_batches": "replay_batches",
+    "priority": "replay_priority",
+    "eps": "replay_eps",
+    "poly_k": "replay_poly_k",
+    "age_unit": "replay_age_unit",
+    "insert_at_max_priority": "replay_insert_at_max_priority",
+    "backfill": "replay_backfill",
+}
+
+
+SEARCH_SPACE = "<a Tune search space>"  # what set_keys records for a swept value
+
+
+class DeprecatedKeyWarning(DeprecationWarning, FutureWarning):
+    """A key spelt as it was before a rename; the message names the new spelling. A DeprecationWarning for
+    filters and ``pytest.warns``, shown by default like a FutureWarning: those who see it write settings
+    files and command lines, not only code."""
+
+
+warnings.filterwarnings("default", category=DeprecatedKeyWarning)
+
+
+def current_key(key: str, where: str = "") -> str:
+    """``key`` as DAPOConfig spells it now: a former name (:data:`RENAMED_KEYS`) warns and is translated,
+    any other key is returned as it is. ``where`` names the place it was read (a file, ``--set``)."""
+    if key not in RENAMED_KEYS:
+        return key
+    new = RENAMED_KEYS[key]
+    place = f"{where}: " if where else ""
+    warnings.warn(
+        f"{place}{key!r} is now {new!r}; write {new} (the old name is read until the next release)",
+        DeprecatedKeyWarning,
+        stacklevel=3,
+    )
+    return new
+
+
+def current_keys(values: dict[str, Any], where: str = "") -> dict[str, Any]:
+    """``values`` with every former key name translated (:func:`current_key`), in order."""
+    return {current_key(key, where): value for key, value in values.items()}
+
+
+@functools.cache
+def config_keys() -> dict[str, tuple[str, str]]:
+    """The keys of DAPOConfig that presets, settings files and ``--set`` set -> (the method that sets it,
+    its keyword there). A key is the attribute's name, as ``config.to_dict()``, Tune and records show it:
+    every keyword of ``training()`` and the ``evaluation_*`` ones of ``evaluation()`` (DAPO's and RLlib's,
+    but RLlib's deprecated ones), the attribute of each ``replay()`` keyword (:data:`REPLAY_ATTRIBUTES`),
+    and ``seed`` (``debugging()``)."""
+    from ray._common.deprecation import DEPRECATED_VALUE
+
+    keys: dict[str, tuple[str, str]] = {}
+    for method in ("training", "evaluation"):
+        for cls in (DAPOConfig, AlgorithmConfig):
+            for name, parameter in inspect.signature(getattr(cls, method)).parameters.items():
+                keyword = parameter.kind in (parameter.KEYWORD_ONLY, parameter.POSITIONAL_OR_KEYWORD)
+                wanted = method == "training" or name.startswith("evaluation_")  # not offline evaluation
+                # RLlib's old-stack ``model`` dict: the name is the run's model (model_path here).
+                wanted = wanted and name != "model"
+                if keyword and wanted and name != "self" and parameter.default is not DEPRECATED_VALUE:
+                    keys.setdefault(name, (method, name))
+    keys.update({attribute: ("replay", keyword) for keyword, attribute in REPLAY_ATTRIBUTES.items()})
+    keys["seed"] = ("debugging", "seed")
+    return keys
+
+
+def unknown_key_message(key: str) -> str:
+    """Why ``key`` is not a DAPOConfig key, with the closest ones."""
+    matches = difflib.get_close_matches(key, list(config_keys()), n=4, cutoff=0.6)
+    close = f" (did you mean {', '.join(matches)}?)" if matches else ""
+    return (
+        f"unknown DAPOConfig key {key!r}{close}. Keys: the keywords of DAPOConfig.training(), the "
+        "evaluation_* ones of .evaluation(), the replay attributes (replay_<keyword> of .replay()) and seed; "
+        "see algorithms.dapo.config.config_keys()"
+    )
 
 
 def evaluation_task_checks(
@@ -80,6 +175,8 @@ class DAPOConfig(AlgorithmConfig):
         # the GPU. An explicit value always wins.
         self.model_dtype = "auto"
         self.engine_dtype = "auto"
+        # Key -> (the layer that set it, the value it set): set by set_keys(), read by key_sources().
+        self._key_sources: dict[str, tuple[str, Any]] = {}
         # (what was resolved, the result): set by validate(), read by resolved_dtypes().
         self._resolved_dtypes: tuple[tuple[str, str, bool], dict[str, str]] | None = None
         # The whole conversation (must exceed max_response_tokens); a turn beyond it ends the episode.
@@ -170,7 +267,7 @@ class DAPOConfig(AlgorithmConfig):
         # from the same state (GiGPO, Feng et al., 2025, arXiv 2505.10978, Eq. 5-8; algorithms/dapo/gigpo.py),
         # from the env's info["state_key"]; envs without state keys keep episode advantages. The step
         # advantage is normalised as the episode's (advantage_std_normalize, advantage_eps).
-        self.advantage = "episode"
+        self.advantage_estimator = "episode"
         # gamma of the step return R_t = sum_k gamma^(k-t) r_k (GiGPO Eq. 5) and omega (Eq. 8): verl-agent's
         # GiGPO settings (algorithm.gamma=0.95, algorithm.gigpo.step_advantage_w=1.0 in its example scripts).
         self.gigpo_gamma = 0.95
@@ -242,7 +339,7 @@ class DAPOConfig(AlgorithmConfig):
         # (1000 for FrozenLake). At DAPO's 8192 trajectories an iteration a 50k buffer spans ~6 iterations,
         # where exp(-6 / 500) ~ 0.99 makes FreshPER ~ PER: for the decay to act, tau must be of the order of
         # the buffer's span in iterations (the tiny scale's is). inf: no decay (PER's priorities, the limit).
-        self.tau = 500.0
+        self.replay_tau = 500.0
         self.replay_alpha = 0.6  # FreshPER reference repository
         self.replay_beta_0 = 0.4  # FreshPER reference repository; annealed to 1 (FreshPER section 2)
         # Age units over which beta reaches 1. The reference keeps beta at 0.4 (annealing is described, not
@@ -316,7 +413,7 @@ class DAPOConfig(AlgorithmConfig):
         kl_cov_coef: float = NotProvided,
         advantage_eps: float = NotProvided,
         advantage_std_normalize: bool = NotProvided,
-        advantage: str = NotProvided,
+        advantage_estimator: str = NotProvided,
         gigpo_gamma: float = NotProvided,
         gigpo_step_weight: float = NotProvided,
         dynamic_sampling: bool = NotProvided,
@@ -340,6 +437,9 @@ class DAPOConfig(AlgorithmConfig):
     ) -> DAPOConfig:
         """DAPO settings (see the attribute comments in ``__init__``) plus RLlib's own ``training`` keys
         (``lr``, ``grad_clip``, ``minibatch_size``, ``num_epochs``, ...)."""
+        if "advantage" in kwargs:  # advantage_estimator's former name (RENAMED_KEYS)
+            current_key("advantage", "DAPOConfig.training")
+            advantage_estimator = kwargs.pop("advantage")
         super().training(**kwargs)
         for name, value in locals().items():
             if name not in ("self", "kwargs", "__class__") and value is not NotProvided:
@@ -363,25 +463,12 @@ class DAPOConfig(AlgorithmConfig):
         insert_at_max_priority: bool = NotProvided,
         backfill: bool = NotProvided,
     ) -> DAPOConfig:
-        """FreshPER replay: ``mode`` = on_policy | per | freshper | freshper_poly (FreshPER section 3)."""
-        settings = {
-            "replay_mode": mode,
-            "tau": tau,
-            "replay_alpha": alpha,
-            "replay_beta_0": beta_0,
-            "replay_beta_horizon": beta_horizon,
-            "replay_capacity": capacity,
-            "replay_batches": num_batches,
-            "replay_priority": priority,
-            "replay_eps": eps,
-            "replay_poly_k": poly_k,
-            "replay_age_unit": age_unit,
-            "replay_insert_at_max_priority": insert_at_max_priority,
-            "replay_backfill": backfill,
-        }
-        for name, value in settings.items():
-            if value is not NotProvided:
-                setattr(self, name, value)
+        """FreshPER replay: ``mode`` = on_policy | per | freshper | freshper_poly (FreshPER section 3). Each
+        keyword sets the attribute :data:`REPLAY_ATTRIBUTES` names (``tau`` sets ``replay_tau``)."""
+        given = locals()
+        for keyword, attribute in REPLAY_ATTRIBUTES.items():
+            if given[keyword] is not NotProvided:
+                setattr(self, attribute, given[keyword])
         return self
 
     def evaluation(
@@ -404,6 +491,64 @@ class DAPOConfig(AlgorithmConfig):
                 setattr(self, name, value)
         return self
 
+    def set_keys(self, values: Mapping[str, Any], where: str = "") -> DAPOConfig:
+        """Set DAPOConfig keys by name (:func:`config_keys`: a preset's, a settings file's, ``--set``'s),
+        each through the method that owns it; a former name warns (:func:`current_key`), an unknown one is a
+        ``ValueError`` naming close matches. Lists become tuples where the config holds a
+        tuple (adam_betas)."""
+        keys = config_keys()
+        calls: dict[str, dict[str, Any]] = {}
+        for given, value in values.items():
+            key = current_key(given, where)
+            if key not in keys:
+                raise ValueError(f"{where + ': ' if where else ''}{unknown_key_message(key)}")
+            method, keyword = keys[key]
+            if isinstance(value, list) and isinstance(getattr(self, key, None), tuple):
+                value = tuple(value)
+            calls.setdefault(method, {})[keyword] = value
+            # A search space is recorded as such: Tune would read one nested here as another grid axis.
+            recorded = SEARCH_SPACE if _is_search_space(value) else value
+            self._key_sources[key] = (where or "code", recorded)
+        for method, kwargs in calls.items():
+            getattr(self, method)(**kwargs)
+        return self
+
+    def key_sources(self) -> dict[str, str]:
+        """Every key of :func:`config_keys` -> the layer that set its value: the ``where`` of the last
+        :meth:`set_keys` that set it (``scale tiny``, ``settings file ...``, ``command line``), "defaults"
+        for DAPOConfig's own value, and "code" for a value set since by other means (a method call, Tune's
+        update of a trial's config outside a search space it was given)."""
+        defaults = DAPOConfig()
+        sources = {}
+        for key in config_keys():
+            value = getattr(self, key, None)
+            layer, recorded = self._key_sources.get(key, ("defaults", getattr(defaults, key, None)))
+            sources[key] = layer if _same_value(recorded, value) else "code"
+        return sources
+
+    # The former attribute names (RENAMED_KEYS), read and set for one release with a warning.
+    @property
+    def tau(self) -> float:
+        return getattr(self, current_key("tau", "DAPOConfig"))
+
+    @tau.setter
+    def tau(self, value: float) -> None:
+        setattr(self, current_key("tau", "DAPOConfig"), value)
+
+    @property
+    def advantage(self) -> str:
+        return getattr(self, current_key("advantage", "DAPOConfig"))
+
+    @advantage.setter
+    def advantage(self, value: str) -> None:
+        setattr(self, current_key("advantage", "DAPOConfig"), value)
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any]) -> DAPOConfig:
+        """RLlib's ``from_state`` (which updates ``__dict__`` directly), with former key names translated,
+        so a config saved before a rename keeps its values."""
+        return super().from_state(current_keys(state, "a saved DAPOConfig"))
+
     def build_replay_buffer(self) -> PrioritizedReplayBuffer | None:
         """The replay buffer these settings describe (None on-policy); steps are in ``replay_age_unit``."""
         return make_replay_buffer(
@@ -412,7 +557,7 @@ class DAPOConfig(AlgorithmConfig):
             alpha=self.replay_alpha,
             beta_0=self.replay_beta_0,
             beta_horizon=self.replay_beta_horizon,
-            tau=self.tau,
+            tau=self.replay_tau,
             poly_k=self.replay_poly_k,
             eps=self.replay_eps,
             seed=self.seed or 0,
@@ -461,9 +606,9 @@ class DAPOConfig(AlgorithmConfig):
                 f"advantage_std_normalize must be True or False, got {self.advantage_std_normalize!r}",
             ),
             (
-                self.advantage in ADVANTAGE_MODES,
-                f"advantage must be one of {ADVANTAGE_MODES} (episode-level, or GiGPO's turn-level credit), "
-                f"got {self.advantage!r}",
+                self.advantage_estimator in ADVANTAGE_MODES,
+                f"advantage_estimator must be one of {ADVANTAGE_MODES} (episode-level, or GiGPO's turn-level "
+                f"credit), got {self.advantage_estimator!r}",
             ),
             (
                 _is_number(self.gigpo_gamma) and 0 <= self.gigpo_gamma <= 1,
@@ -478,7 +623,7 @@ class DAPOConfig(AlgorithmConfig):
             (self.replay_mode in REPLAY_MODES, f"replay mode must be one of {REPLAY_MODES}"),
             (self.replay_priority in PRIORITY_SIGNALS, f"replay priority must be one of {PRIORITY_SIGNALS}"),
             (self.replay_age_unit in AGE_UNITS, f"replay age_unit must be one of {AGE_UNITS}"),
-            (self.tau > 0, f"tau must be > 0 (inf: no decay), got {self.tau}"),
+            (self.replay_tau > 0, f"replay_tau must be > 0 (inf: no decay), got {self.replay_tau}"),
             (self.replay_batches >= 0, "replay num_batches must be >= 0"),
             (
                 self.replay_eps > 0,
@@ -751,6 +896,23 @@ class DAPOConfig(AlgorithmConfig):
     @property
     def _model_config_auto_includes(self) -> dict[str, Any]:
         return {}
+
+
+def _is_search_space(value: Any) -> bool:
+    """A Tune grid (``{"grid_search": [...]}``) or domain (``tune.choice``): a sweep's value, which each
+    trial's config holds one value of."""
+    grid = isinstance(value, dict) and set(value) == {"grid_search"}
+    return grid or type(value).__module__.startswith("ray.tune.search")
+
+
+def _same_value(recorded: Any, value: Any) -> bool:
+    """``value`` is what was recorded, or anything where a search space was (a trial's value of it)."""
+    if isinstance(recorded, str) and recorded == SEARCH_SPACE:
+        return True
+    try:
+        return bool(recorded == value) or (isinstance(recorded, list) and tuple(recorded) == value)
+    except (TypeError, ValueError):  # arrays and other values without a plain ==
+        return recorded is value
 
 
 def _is_number(value: Any) -> bool:

@@ -114,7 +114,7 @@ class DAPO(Algorithm):
             config.max_generation_batches,
             filter_groups=config.dynamic_sampling,
             metric=DYNAMIC_SAMPLING_METRICS[config.dynamic_sampling_metric],
-            also_keep=has_step_signal if config.advantage == "gigpo" else None,
+            also_keep=has_step_signal if config.advantage_estimator == "gigpo" else None,
         )
         self._replay = config.build_replay_buffer()
         self._warned_no_state_keys = False
@@ -194,11 +194,11 @@ class DAPO(Algorithm):
                 overlong_cache_len=self.config.resolved_overlong_cache_len(),
                 advantage_eps=self.config.advantage_eps,
                 advantage_std_normalize=self.config.advantage_std_normalize,
-                advantage=self.config.advantage,
+                advantage_estimator=self.config.advantage_estimator,
                 gigpo_gamma=self.config.gigpo_gamma,
                 gigpo_step_weight=self.config.gigpo_step_weight,
             )
-        if self.config.advantage == "gigpo":
+        if self.config.advantage_estimator == "gigpo":
             self._note_groups_without_state_keys(groups)
         return groups
 
@@ -209,7 +209,7 @@ class DAPO(Algorithm):
         if missing and not self._warned_no_state_keys:
             self._warned_no_state_keys = True
             warnings.warn(
-                f"advantage='gigpo', but {missing} of {len(groups)} groups have no turn with an "
+                f"advantage_estimator='gigpo', but {missing} of {len(groups)} groups have no turn with an "
                 "info['state_key'] (the env reports none: docs/adding_an_env.md, \"State keys\"), so they "
                 "train on episode advantages; counted in gigpo/groups_without_state_keys. Said once per run",
                 GiGPOFallbackWarning,
@@ -517,7 +517,7 @@ class DAPO(Algorithm):
             reduce="mean",
         )
         log("rollout/turns_mean", float(np.mean([t.num_turns for t in trajectories])), reduce="mean")
-        if self.config.advantage == "gigpo":
+        if self.config.advantage_estimator == "gigpo":
             self._log_step_groups(groups)
 
     def _log_step_groups(self, groups: list[Group]) -> None:

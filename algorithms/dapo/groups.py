@@ -22,7 +22,7 @@ def shape_and_score_group(
     overlong_cache_len: int,
     advantage_eps: float,
     advantage_std_normalize: bool,
-    advantage: str,
+    advantage_estimator: str,
     gigpo_gamma: float,
     gigpo_step_weight: float,
 ) -> None:
@@ -35,7 +35,7 @@ def shape_and_score_group(
     dynamic sampling keeps the group (``dynamic_sampling_metric``, by default success).
     advantage = (R - mean_G) / (std_G + eps), 0 for all-equal groups; R - mean_G without
     ``advantage_std_normalize`` (Dr. GRPO).
-    ``advantage="gigpo"``: each turn's tokens get advantage + omega x its step advantage within its
+    ``advantage_estimator="gigpo"``: each turn's tokens get advantage + omega x its step advantage within its
     anchor-state group (algorithms/dapo/gigpo.py; omega = ``gigpo_step_weight``, discount ``gigpo_gamma``).
     A group without state keys (the env reports none) keeps episode advantages.
     """
@@ -48,7 +48,7 @@ def shape_and_score_group(
         trajectory.reward = float(reward)
         trajectory.advantage = float(episode_advantage)
         trajectory.turn_advantages = []
-    if advantage != "gigpo" or not has_state_keys(group):
+    if advantage_estimator != "gigpo" or not has_state_keys(group):
         return
     credit = gigpo_credit(
         group,

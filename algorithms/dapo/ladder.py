@@ -2,7 +2,7 @@
 
 The ladder is cumulative, as in DAPO's Table 1 (AIME 2024 avg@32 with Qwen2.5-32B): naive GRPO 30,
 +overlong filtering 36, +clip-higher 38, +soft overlong punishment 41, +token-level loss 42,
-+dynamic sampling (= DAPO) 50. Each rung is a set of ``DAPOConfig.training`` keys: those it changes from
++dynamic sampling (= DAPO) 50. Each rung is a plain mapping of DAPOConfig keys: those it changes from
 DAPOConfig's defaults, which are DAPO's, so it is applied to a config that holds them (``build_config``
 applies it to a new one).
 """
@@ -49,4 +49,4 @@ def apply_algorithm(config: DAPOConfig, name: str = "dapo") -> DAPOConfig:
     """``config`` set to the ladder's algorithm ``name`` (a key of ``ALGORITHMS``)."""
     if name not in ALGORITHMS:
         raise ValueError(f"algorithm must be one of {sorted(ALGORITHMS)} (DAPO's Table 1), got {name!r}")
-    return config.training(**ALGORITHMS[name])
+    return config.set_keys(ALGORITHMS[name], f"algorithm {name}")

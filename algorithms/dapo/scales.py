@@ -2,15 +2,15 @@
 
 ``tiny`` for the offline tiny models, ``smollm2`` for SmolLM2-135M-Instruct, both on a 2-core CPU; ``paper``
 keeps DAPOConfig's defaults, which are the DAPO and FreshPER papers' (algorithms/dapo/config.py), on-policy
-as DAPO trains. A scale is a set of ``DAPOConfig.training`` keys and one of ``DAPOConfig.replay`` keys; the
-CPU scales replay with FreshPER, as every run on them did. With an algorithm of the ladder
+as DAPO trains. A scale is a plain mapping of DAPOConfig keys (``algorithms.dapo.config.config_keys``: the
+attribute names, ``replay_tau`` for ``.replay(tau=...)``); the CPU scales replay with FreshPER, as every run
+on them did. With an algorithm of the ladder
 (``algorithms/dapo/ladder.py``) it is a run's preset, the second of the four configuration layers
 (docs/configuration.md).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 from algorithms.dapo.config import DAPOConfig
@@ -50,10 +50,10 @@ TINY_SCALE: dict[str, Any] = {
 # (tests/algorithms/replay/test_replay_defaults.py): mean IS weight ~0.56 over 20 iterations, ~0.43 at beta
 # ~1.
 TINY_REPLAY: dict[str, Any] = {
-    "mode": "freshper",
-    "tau": 4.0,
-    "capacity": 256,
-    "beta_horizon": 20.0,
+    "replay_mode": "freshper",
+    "replay_tau": 4.0,
+    "replay_capacity": 256,
+    "replay_beta_horizon": 20.0,
 }
 
 
@@ -104,19 +104,11 @@ SMOLLM2_SCALE: dict[str, Any] = {
 }
 
 
-@dataclass(frozen=True)
-class Scale:
-    """``DAPOConfig.training`` keys and ``DAPOConfig.replay`` keys of one scale."""
-
-    training: dict[str, Any] = field(default_factory=dict)
-    replay: dict[str, Any] = field(default_factory=dict)
-
-
-SCALES: dict[str, Scale] = {
-    "tiny": Scale(TINY_SCALE, TINY_REPLAY),
+SCALES: dict[str, dict[str, Any]] = {
+    "tiny": {**TINY_SCALE, **TINY_REPLAY},
     # The same workload as the tiny scale (32 trajectories an iteration), so the same replay settings.
-    "smollm2": Scale(SMOLLM2_SCALE, TINY_REPLAY),
-    "paper": Scale(),
+    "smollm2": {**SMOLLM2_SCALE, **TINY_REPLAY},
+    "paper": {},
 }
 
 
@@ -124,5 +116,4 @@ def apply_scale(config: DAPOConfig, name: str) -> DAPOConfig:
     """``config`` set to the scale ``name`` (a key of ``SCALES``)."""
     if name not in SCALES:
         raise ValueError(f"scale must be one of {sorted(SCALES)}, got {name!r}")
-    scale = SCALES[name]
-    return config.training(**scale.training).replay(**scale.replay)
+    return config.set_keys(SCALES[name], f"scale {name}")

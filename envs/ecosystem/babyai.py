@@ -98,7 +98,7 @@ class BabyAIEnv(MultiTurnEnv):
     ``1 - 0.9 * steps / max_steps`` on success (partial credit for speed), is ``info["minigrid_reward"]``.
     An unusable response earns ``invalid_penalty``.
     Every ``info`` holds ``state_key`` (:meth:`state_key`), the room the next turn starts from, for GiGPO's
-    turn-level credit (``advantage="gigpo"``).
+    turn-level credit (``advantage_estimator="gigpo"``).
 
     ## Episode End
     Terminated on success, or when minigrid's step limit (the level's ``max_steps``) runs out; truncated

@@ -1,12 +1,19 @@
 """The one configuration path: a run's settings (a settings file, then the command line) -> a DAPOConfig.
 
-A DAPOConfig is built in four layers, each overriding the ones before it (docs/configuration.md):
+A DAPOConfig is folded from an ordered list of layers, each a plain mapping in one vocabulary (DAPOConfig's
+attribute names, ``algorithms.dapo.config.config_keys``, and RunSettings' field names), each overriding the
+ones before it (:data:`LAYERS`, docs/configuration.md):
 
-1. ``DAPOConfig``'s defaults, the papers' (``algorithms/dapo/config.py``);
-2. the presets: an algorithm of DAPO's Table 1 ladder (``algorithms/dapo/ladder.py``) and a scale
-   (``algorithms/dapo/scales.py``), named by the settings file;
-3. the settings file's ``overrides`` (``experiments/settings/<env>.yaml``);
-4. ``--set key=value`` and its aliases (``--replay``, ``--tau``, ...; ``experiments/common/run_options.py``).
+1. ``defaults``: ``DAPOConfig``'s, the papers' (``algorithms/dapo/config.py``), and RunSettings';
+2. ``algorithm``: a rung of DAPO's Table 1 ladder (``algorithms/dapo/ladder.py``);
+3. ``scale``: the workload for a model and a machine (``algorithms/dapo/scales.py``);
+4. ``settings file``: ``experiments/settings/<env>.yaml``, and a file laid over it (a sweep's quick one);
+5. ``command line``: ``--set key=value`` and its aliases (``experiments/common/run_options.py``);
+6. ``entry point``: what the command itself sets (the starting model, a comparison's arm);
+7. ``tune grid``: a sweep's swept values.
+
+Every key's final value remembers its layer: ``DAPOConfig.key_sources()`` and :func:`setting_sources`
+(``experiments.train --explain-config`` prints them; every summary.json records them).
 
 A run is a :class:`RunSettings`: the run's plumbing (env, model, warm start, presets, iterations, resources)
 and ``overrides``, the DAPOConfig keys of layer 3. A *settings file* is the same fields in YAML (an unknown
@@ -22,8 +29,6 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import functools
-import inspect
 import re
 import types
 import typing
@@ -32,7 +37,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from algorithms.dapo import ALGORITHMS, SCALES, DAPOConfig, apply_algorithm, apply_scale
+from algorithms.dapo import ALGORITHMS, SCALES, DAPOConfig
+from algorithms.dapo.config import RENAMED_KEYS, config_keys, current_key, unknown_key_message
 
 DEFAULT_ENV = "freshrl/FrozenLake-v0"
 SETTINGS_DIR = Path(__file__).resolve().parents[1] / "settings"
@@ -47,6 +53,9 @@ MOVED_KEYS = {
     "seed": "overrides: {seed: ...}",
 }
 SMOLLM2 = "smollm2"  # the model name (models/names.py) whose runs default to the smollm2 scale
+# The kinds of layer a run's configuration is folded from, lowest first (docs/configuration.md's table). A
+# layer's name is its kind, then what it is: "scale tiny", "settings file experiments/settings/frozen_lake.yaml".
+LAYERS = ("defaults", "algorithm", "scale", "settings file", "command line", "entry point", "tune grid")
 
 
 class SettingsError(ValueError):
@@ -75,10 +84,15 @@ class RunSettings:
     num_learners: int = 0  # remote learners (0: in-process)
     gpu: bool = False  # one GPU per learner and per remote EnvRunner
     overrides: dict[str, Any] = field(default_factory=dict)  # DAPOConfig keys, as --set
+    # Key (a field's name or an override's) -> (the layer that set it, the value it set): kept by
+    # with_layer(), read by setting_sources(); not part of what the run is.
+    sources: dict[str, tuple[str, Any]] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         hints = typing.get_type_hints(RunSettings)
         for item in dataclasses.fields(self):
+            if item.name == "sources":
+                continue
             value = getattr(self, item.name)
             if not _has_type(value, hints[item.name]):
                 raise SettingsError(f"{item.name} must be {_type_name(hints[item.name])}, got {value!r}")
@@ -101,6 +115,14 @@ class RunSettings:
                 "model is used as it is unless warm_start_steps is set)"
             )
         check_override_keys(self.overrides)
+        object.__setattr__(self, "overrides", current_override_keys(self.overrides))
+
+    def as_record(self) -> dict[str, Any]:
+        """What the run is, as records hold it: every field but ``sources`` (summary.json keeps the layers
+        apart, as ``config_layers``)."""
+        record = dataclasses.asdict(self)
+        del record["sources"]
+        return record
 
     @property
     def resolved_scale(self) -> str:
@@ -121,19 +143,55 @@ def load_settings(path: str | Path, base: RunSettings | None = None) -> RunSetti
     values = _yaml(path.read_text()) or {}
     if not isinstance(values, dict):
         raise SettingsError(f"{path}: a settings file is a mapping of keys to values, got {values!r}")
-    keys = [item.name for item in dataclasses.fields(RunSettings)]
+    keys = [*run_keys(), "overrides"]
     for key in values:
         if key in MOVED_KEYS:
             raise SettingsError(f"{path}: {key!r} is a DAPOConfig key now: write {MOVED_KEYS[key]}")
         if key not in keys:
             raise SettingsError(f"{path}: unknown key {key!r}{_close(key, keys)}; allowed: {keys}")
-    base = base or RunSettings()
     try:
-        return dataclasses.replace(
-            base, **{**values, "overrides": {**base.overrides, **(values.get("overrides") or {})}}
-        )
+        return with_layer(base or RunSettings(), f"settings file {_shown(path)}", values)
     except SettingsError as error:
         raise SettingsError(f"{path}: {error}") from None
+
+
+def with_layer(settings: RunSettings, layer: str, values: Mapping[str, Any]) -> RunSettings:
+    """``settings`` with the layer ``layer`` (its name: a kind of :data:`LAYERS`, then what it is) on top:
+    ``values`` holds run keys, which replace settings' fields, DAPOConfig keys, merged over its overrides,
+    and ``overrides: {...}`` (a settings file's way of writing DAPOConfig keys). Former key names warn and
+    are translated (``algorithms.dapo.config.RENAMED_KEYS``)."""
+    values = dict(values)
+    keys = dict(values.pop("overrides", None) or {})
+    keys.update({key: values.pop(key) for key in list(values) if key not in run_keys()})
+    where = layer.removeprefix("settings file ") if layer.startswith("settings file") else layer
+    check_override_keys(keys)
+    keys = current_override_keys(keys, where)
+    sources = {**settings.sources, **{key: (layer, value) for key, value in {**values, **keys}.items()}}
+    return dataclasses.replace(settings, **values, overrides={**settings.overrides, **keys}, sources=sources)
+
+
+def setting_sources(settings: RunSettings) -> dict[str, str]:
+    """Every run key and override of ``settings`` -> the layer that set its value: the last
+    :func:`with_layer` that set it, "defaults" for RunSettings' own value, "code" for one set otherwise
+    (``dataclasses.replace``)."""
+    defaults = RunSettings()
+    sources = {}
+    current = {name: getattr(settings, name) for name in run_keys()} | dict(settings.overrides)
+    for key, value in current.items():
+        layer, recorded = settings.sources.get(key, ("defaults", getattr(defaults, key, _ABSENT)))
+        sources[key] = layer if recorded == value else "code"
+    return sources
+
+
+_ABSENT = object()
+
+
+def _shown(path: Path) -> str:
+    """``path`` relative to the repository where it is inside it (records stay the same on every clone)."""
+    try:
+        return str(path.resolve().relative_to(SETTINGS_DIR.parents[1]))
+    except ValueError:
+        return str(path)
 
 
 def shipped_settings() -> dict[Path, RunSettings]:
@@ -163,66 +221,36 @@ def settings_for(env: str = DEFAULT_ENV, model: str | None = None) -> RunSetting
 
 
 # ---------------------------------------------------------------------------------------------------------
-@functools.cache
-def override_keys() -> dict[str, tuple[str, str]]:
-    """The keys ``--set`` and ``overrides`` take -> (the DAPOConfig method that sets it, its keyword).
-
-    Keys are DAPOConfig attribute names (as ``config.to_dict()`` and Tune show them): every keyword of
-    ``training()`` and the ``evaluation_*`` ones of ``evaluation()`` (DAPO's and RLlib's, but RLlib's
-    deprecated ones), the attribute each ``replay()`` keyword sets (``tau``, ``replay_mode``,
-    ``replay_capacity``, ...), and ``seed`` (``debugging()``).
-    """
-    from ray._common.deprecation import DEPRECATED_VALUE
-    from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
-
-    keys: dict[str, tuple[str, str]] = {}
-    for method in ("training", "evaluation"):
-        for cls in (DAPOConfig, AlgorithmConfig):
-            for name, parameter in inspect.signature(getattr(cls, method)).parameters.items():
-                keyword = parameter.kind in (parameter.KEYWORD_ONLY, parameter.POSITIONAL_OR_KEYWORD)
-                wanted = method == "training" or name.startswith("evaluation_")  # not offline evaluation
-                # RLlib's old-stack ``model`` dict: the name is the run's model (model_path here).
-                wanted = wanted and name != "model"
-                if keyword and wanted and name != "self" and parameter.default is not DEPRECATED_VALUE:
-                    keys.setdefault(name, (method, name))
-    # The attribute each replay() keyword sets, found by setting a distinct marker through each.
-    keywords = [name for name in inspect.signature(DAPOConfig.replay).parameters if name != "self"]
-    markers = {keyword: object() for keyword in keywords}
-    config = DAPOConfig().replay(**markers)
-    attributes = {id(value): name for name, value in vars(config).items()}
-    for keyword, marker in markers.items():
-        keys[attributes.get(id(marker), keyword)] = ("replay", keyword)
-    keys["seed"] = ("debugging", "seed")
-    return keys
-
-
 def run_keys() -> tuple[str, ...]:
     """The keys of a run's plumbing that ``--set`` takes besides DAPOConfig's: RunSettings' fields."""
-    return tuple(item.name for item in dataclasses.fields(RunSettings) if item.name != "overrides")
+    fields = dataclasses.fields(RunSettings)
+    return tuple(item.name for item in fields if item.name not in ("overrides", "sources"))
 
 
 def check_override_keys(keys: Iterable[str]) -> None:
-    """A :class:`SettingsError` for the first key that is not an override key, listing close matches."""
-    known = override_keys()
+    """A :class:`SettingsError` for the first key that is not a DAPOConfig key (``config_keys``, or a
+    former name of one), listing close matches."""
+    known = config_keys()
     for key in keys:
         if key in run_keys():
             raise SettingsError(
                 f"{key!r} is a key of the run (RunSettings), not of DAPOConfig: a settings file sets it at "
                 f"its top level, the command line with --set {key}=..."
             )
-        if key not in known:
-            raise SettingsError(
-                f"unknown DAPOConfig key {key!r}{_close(key, known)}. Keys: the keywords of "
-                "DAPOConfig.training(), the evaluation_* ones of .evaluation(), and the replay attributes "
-                "(tau, replay_<keyword> of .replay()); see experiments.common.run_config.override_keys()"
-            )
+        if key not in known and key not in RENAMED_KEYS:
+            raise SettingsError(unknown_key_message(key))
+
+
+def current_override_keys(values: Mapping[str, Any], where: str = "") -> dict[str, Any]:
+    """``values`` with former DAPOConfig key names translated, each with a warning naming the new one."""
+    return {current_key(key, where): value for key, value in values.items()}
 
 
 def parse_set(items: Iterable[str]) -> dict[str, Any]:
     """``["key=value", ...]`` (``--set`` and its aliases) -> {key: value}, each value parsed as YAML (1e-5,
-    true, null, [0.9, 0.99]). A key is a DAPOConfig key (:func:`override_keys`) or a run key
-    (:func:`run_keys`: iterations, scale, ...); anything else is an error listing close matches. A later
-    item wins."""
+    true, null, [0.9, 0.99]). A key is a DAPOConfig key (``algorithms.dapo.config.config_keys``; a former
+    name warns and is translated) or a run key (:func:`run_keys`: iterations, scale, ...); anything else is
+    an error listing close matches. A later item wins."""
     import yaml
 
     values: dict[str, Any] = {}
@@ -230,43 +258,38 @@ def parse_set(items: Iterable[str]) -> dict[str, Any]:
         key, sep, text = item.partition("=")
         if not sep or not key.strip():
             raise SettingsError(f"--set takes key=value (e.g. --set lr=1e-5), got {item!r}")
+        key = key.strip()
+        check_override_keys([] if key in run_keys() else [key])
         try:
-            values[key.strip()] = _yaml(text)
+            values[current_key(key, "--set")] = _yaml(text)
         except yaml.YAMLError as error:
             raise SettingsError(f"--set {item}: the value is not YAML ({error})") from None
-    check_override_keys([key for key in values if key not in run_keys()])
     return values
 
 
-def apply_overrides(config: DAPOConfig, overrides: Mapping[str, Any]) -> DAPOConfig:
-    """``config`` with each override set through the method that owns its key (lists become tuples where
-    the config holds a tuple, e.g. adam_betas)."""
-    check_override_keys(overrides)
-    keys = override_keys()
-    calls: dict[str, dict[str, Any]] = {}
-    for key, value in overrides.items():
-        method, keyword = keys[key]
-        if isinstance(value, list) and isinstance(getattr(config, key, None), tuple):
-            value = tuple(value)
-        calls.setdefault(method, {})[keyword] = value
-    for method, kwargs in calls.items():
-        config = getattr(config, method)(**kwargs)
-    return config
-
-
 # ---------------------------------------------------------------------------------------------------------
-def build_config(settings: RunSettings, overrides: Mapping[str, Any] | None = None) -> DAPOConfig:
-    """The validated DAPOConfig of a run, in the four layers of docs/configuration.md: DAPOConfig's
-    defaults; the presets (``settings.algorithm``, ``settings.resolved_scale``); ``settings.overrides`` (the
-    settings file's, then the command line's); ``overrides`` (the caller's: a starting model, a swept
-    value). Then the run's plumbing that is not a DAPOConfig key: env, resources. The model is
-    ``settings.model`` as given (None: the untrained tiny LM); :func:`starting_model` resolves the default.
-    A bad value is a ``ValueError`` from ``DAPOConfig.validate`` (the one validator) naming the key.
+def build_config(
+    settings: RunSettings, overrides: Mapping[str, Any] | None = None, layer: str = "entry point"
+) -> DAPOConfig:
+    """The validated DAPOConfig of a run, folded from the layers of :data:`LAYERS`: DAPOConfig's defaults;
+    the presets (``settings.algorithm``, ``settings.resolved_scale``); ``settings.overrides``, each key
+    under the layer that set it (a settings file, the command line: :func:`setting_sources`); then
+    ``overrides``, the caller's (a starting model, a comparison's arm), under the name ``layer``. Then the
+    run's plumbing that is not a DAPOConfig key: env, resources. The model is ``settings.model`` as given
+    (None: the untrained tiny LM); :func:`starting_model` resolves the default. ``config.key_sources()``
+    names each key's layer. A bad value is a ``ValueError`` from ``DAPOConfig.validate`` (the one
+    validator) naming the key.
     """
+    sources = setting_sources(settings)
     config = DAPOConfig().environment(settings.env, env_config=dict(settings.env_config))
-    config = apply_scale(apply_algorithm(config, settings.algorithm), settings.resolved_scale)
-    config = config.training(model_path=settings.model)
-    config = apply_overrides(config, {**settings.overrides, **(overrides or {})})
+    config.set_keys(ALGORITHMS[settings.algorithm], f"algorithm {settings.algorithm}")
+    config.set_keys(SCALES[settings.resolved_scale], f"scale {settings.resolved_scale}")
+    config.set_keys({"model_path": settings.model}, sources["model"])
+    for key, value in settings.overrides.items():
+        config.set_keys({key: value}, sources[key])
+    if overrides:
+        check_override_keys(overrides)
+        config.set_keys(dict(overrides), layer)
     config = config.env_runners(num_env_runners=settings.num_env_runners)
     if settings.gpu and settings.num_env_runners > 0:
         config = config.env_runners(num_gpus_per_env_runner=1)  # one vLLM engine per GPU
@@ -275,6 +298,28 @@ def build_config(settings: RunSettings, overrides: Mapping[str, Any] | None = No
     )
     config.validate()
     return config
+
+
+def explain_config(settings: RunSettings, config: DAPOConfig) -> dict[str, dict[str, Any]]:
+    """Every key of the run -> ``{"value", "layer"}``: RunSettings' fields (the run's plumbing) and every
+    DAPOConfig key, each with the layer that set its final value; values as JSON holds them (inf as
+    Infinity, a class as its repr). What summary.json records as
+    ``config_layers`` and ``experiments.train --explain-config`` prints."""
+    sources = setting_sources(settings)
+    rows = {key: {"value": _plain(getattr(settings, key)), "layer": sources[key]} for key in run_keys()}
+    for key, layer in config.key_sources().items():
+        rows[key] = {"value": _plain(getattr(config, key, None)), "layer": layer}
+    return rows
+
+
+def _plain(value: Any) -> Any:
+    """``value`` as JSON holds it (tuples as lists), or its repr where JSON has no form for it (a class)."""
+    import json
+
+    try:
+        return json.loads(json.dumps(value))
+    except (TypeError, ValueError):
+        return repr(value)
 
 
 def starting_model(settings: RunSettings) -> str:

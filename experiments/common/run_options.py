@@ -11,7 +11,6 @@ command line (docs/configuration.md has the table).
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -23,8 +22,8 @@ from experiments.common.run_config import (
     SettingsError,
     load_settings,
     parse_set,
-    run_keys,
     settings_for,
+    with_layer,
 )
 
 _TAKES_A_VALUE = object()
@@ -60,7 +59,7 @@ def _alias_table() -> dict[str, Alias]:
         # DAPOConfig keys.
         Alias("--seed", "seed", "training seed", int),
         Alias("--replay", "replay_mode", "replay mode", str, choices=tuple(REPLAY_MODES)),
-        Alias("--tau", "tau", "FreshPER's age decay constant", float),
+        Alias("--tau", "replay_tau", "FreshPER's age decay constant", float),
         Alias("--eps-high", "eps_high", "Clip-Higher's upper clip", float),
         Alias("--eval-tasks", "evaluation_num_tasks", "validation tasks of each evaluation", int),
         Alias("--eval-samples", "evaluation_samples_per_task", "samples per validation task (pass@k)", int),
@@ -176,22 +175,24 @@ def base_settings(
 
 
 def settings_from_args(
-    prog: str, args: argparse.Namespace, base: RunSettings, *, overrides: Mapping[str, Any] | None = None
+    prog: str,
+    args: argparse.Namespace,
+    base: RunSettings,
+    *,
+    overrides: Mapping[str, Any] | None = None,
+    layer: str = "entry point",
 ) -> RunSettings:
-    """``base`` with the command line on top: ``--env``, ``--model``, ``--env-config``, then the ``--set``
-    items and aliases in order (run keys replace base's, DAPOConfig keys go to its overrides), then
-    ``overrides`` (the caller's DAPOConfig keys). An error naming the option for a bad value."""
+    """``base`` with the command line on top (the "command line" layer): ``--env``, ``--model``,
+    ``--env-config``, then the ``--set`` items and aliases in order (run keys replace base's, DAPOConfig keys
+    go to its overrides); then ``overrides``, the caller's DAPOConfig keys, as the layer ``layer``. An
+    error naming the option for a bad value."""
     given = {name: getattr(args, name, None) for name in ("env", "model", "env_config")}
     given = {name: value for name, value in given.items() if value is not None}
     try:
         if isinstance(given.get("env_config"), str):
             given["env_config"] = json.loads(given["env_config"])
-        values = parse_set(getattr(args, "set", None) or [])
-        run = {key: value for key, value in values.items() if key in run_keys()}
-        keys = {key: value for key, value in values.items() if key not in run_keys()}
-        return dataclasses.replace(
-            base, **{**given, **run}, overrides={**base.overrides, **keys, **(overrides or {})}
-        )
+        settings = with_layer(base, "command line", {**given, **parse_set(getattr(args, "set", None) or [])})
+        return with_layer(settings, layer, overrides) if overrides else settings
     except json.JSONDecodeError as error:
         raise SystemExit(f"{prog}: --env-config is not JSON ({error})") from None
     except SettingsError as error:

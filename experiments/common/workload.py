@@ -29,13 +29,19 @@ def add_workload_args(parser: argparse.ArgumentParser) -> None:
 
 
 def workload_settings(
-    prog: str, args: argparse.Namespace, *, env: str | None, overrides: dict[str, Any] | None = None
+    prog: str,
+    args: argparse.Namespace,
+    *,
+    env: str | None,
+    overrides: dict[str, Any] | None = None,
+    layer: str = "entry point",
 ) -> RunSettings:
     """The settings of one run of a sweep or comparison: ``--settings``, else the env's settings file with
     the short runs of ``experiments/settings/quick/sweep_and_compare.yaml`` on top; then the command line,
-    then ``overrides`` (the caller's DAPOConfig keys: a comparison's replay mode and seed)."""
+    then ``overrides`` (the caller's run and DAPOConfig keys: a comparison's arm and seed) as the layer
+    ``layer``."""
     base = base_settings(prog, getattr(args, "settings", None), env, args.model, quick=True)
-    return settings_from_args(prog, args, base, overrides=overrides)
+    return settings_from_args(prog, args, base, overrides=overrides, layer=layer)
 
 
 def workload_config(settings: RunSettings, prog: str) -> DAPOConfig:

@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 
 from algorithms.dapo import ALGORITHMS, DAPOConfig
+from algorithms.dapo.config import REPLAY_ATTRIBUTES
 
 ALGORITHMS_DIR = Path(__file__).resolve().parents[2] / "algorithms"
 
@@ -57,11 +58,10 @@ def config_defaults() -> dict[str, Any]:
 
 
 def replay_keywords() -> dict[str, str]:
-    """``replay()``'s keyword -> the attribute it sets, found by setting a distinct marker through each."""
+    """``replay()``'s keyword -> the attribute it sets; every keyword of ``replay()`` is in the table."""
     keywords = [name for name in inspect.signature(DAPOConfig.replay).parameters if name != "self"]
-    markers = {keyword: object() for keyword in keywords}
-    attributes = {id(value): name for name, value in vars(DAPOConfig().replay(**markers)).items()}
-    return {keyword: attributes[id(marker)] for keyword, marker in markers.items()}
+    assert keywords == list(REPLAY_ATTRIBUTES)
+    return REPLAY_ATTRIBUTES
 
 
 def modules() -> Iterator[tuple[str, ast.Module]]:

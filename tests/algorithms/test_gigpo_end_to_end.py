@@ -1,5 +1,6 @@
-"""DAPO with advantage="gigpo": one real training iteration on FrozenLake (tiny LM, in-process engine) that
-reports GiGPO's step-group metrics; an env without state keys falls back to episode advantages, said once."""
+"""DAPO with advantage_estimator="gigpo": one real training iteration on FrozenLake (tiny LM, in-process
+engine) that reports GiGPO's step-group metrics; an env without state keys falls back to episode
+advantages, said once."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from algorithms.trajectory import Trajectory
 def test_gigpo_trains_an_iteration_and_reports_its_step_groups(small_dapo_config):
     config = small_dapo_config(
         "freshrl/FrozenLake-v0",
-        advantage="gigpo",
+        advantage_estimator="gigpo",
         # The random tiny model fails every episode: keep its groups and its length-capped responses.
         dynamic_sampling=False,
         overlong_filtering=False,

@@ -20,7 +20,7 @@ def build_learner(micro_batch_size: int):
         num_epochs=1,
         minibatch_size=8,
         grad_clip=1e9,
-        advantage="gigpo",
+        advantage_estimator="gigpo",
     ).replay(mode="on_policy")
     text = AnyText()
     learner = config.build_learner(spaces={"default_policy": (text, text)})

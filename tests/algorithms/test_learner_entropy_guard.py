@@ -13,7 +13,7 @@ from envs.base import AnyText
 def build_learner(micro_batch_size: int, **training):
     config = apply_scale(apply_algorithm(DAPOConfig().environment("freshrl/FrozenLake-v0")), "tiny")
     # GiGPO's per-turn advantages: the guard reads each token's own.
-    training = {"num_epochs": 1, "overlong_filtering": False, "advantage": "gigpo", **training}
+    training = {"num_epochs": 1, "overlong_filtering": False, "advantage_estimator": "gigpo", **training}
     config = config.training(micro_batch_size=micro_batch_size, minibatch_size=8, grad_clip=1e9, **training)
     config = config.replay(mode="on_policy")
     text = AnyText()

@@ -222,9 +222,9 @@ def test_arms_values_are_read_as_set_reads_them():
         {"replay_backfill": True},
         {"replay_backfill": False},
     ]
-    assert [arm.keys for arm in compare.parse_arms("advantage=episode, gigpo")] == [
-        {"advantage": "episode"},
-        {"advantage": "gigpo"},
+    assert [arm.keys for arm in compare.parse_arms("advantage_estimator=episode, gigpo")] == [
+        {"advantage_estimator": "episode"},
+        {"advantage_estimator": "gigpo"},
     ]
     # Commas inside a YAML list do not split arms.
     assert [arm.keys for arm in compare.parse_arms("adam_betas=[0.9, 0.99],[0.9, 0.999]")] == [

@@ -21,7 +21,7 @@ from experiments.common.run_config import (
     RunSettings,
     SettingsError,
     build_config,
-    override_keys,
+    config_keys,
     run_keys,
 )
 from experiments.common.run_options import (
@@ -129,10 +129,10 @@ def test_entry_points_take_the_aliases_as_set(entry_point):
 
 def test_one_default_per_key():
     # No run key repeats a DAPOConfig key: the replay mode, evaluation and seed live in DAPOConfig alone.
-    assert not set(run_keys()) & set(override_keys())
-    assert {"replay_mode", "evaluation_num_tasks", "evaluation_interval", "seed"} <= set(override_keys())
+    assert not set(run_keys()) & set(config_keys())
+    assert {"replay_mode", "evaluation_num_tasks", "evaluation_interval", "seed"} <= set(config_keys())
     # Every alias names a key that exists.
-    assert {alias.key for alias in ALIASES.values()} <= set(run_keys()) | set(override_keys())
+    assert {alias.key for alias in ALIASES.values()} <= set(run_keys()) | set(config_keys())
     # The library pieces take their values from the config, not defaults of their own.
     assert LossConfig.from_config(DAPOConfig()).eps_high == DAPOConfig().eps_high
     with pytest.raises(TypeError):
@@ -160,5 +160,5 @@ def test_validate_is_the_one_place_that_rejects_a_bad_value():
     # Keys, not values, are checked before it: a misspelt key names the closest one.
     with pytest.raises(SettingsError, match=r"did you mean eps_high"):
         RunSettings(overrides={"eps_hihg": 0.3})
-    with pytest.raises(SystemExit, match=r"DAPOConfig: tau must be > 0"):
+    with pytest.raises(SystemExit, match=r"DAPOConfig: replay_tau must be > 0"):
         train.parse_args(["--model", NOT_LOADED, "--tau", "0"])

@@ -15,7 +15,7 @@ from experiments.common.run_config import (
     RunSettings,
     SettingsError,
     build_config,
-    override_keys,
+    config_keys,
     parse_set,
 )
 
@@ -34,13 +34,13 @@ def test_set_values_are_yaml_and_reach_the_config():
         "--set", "dynamic_sampling=false",
         "--set", "max_trajectory_response_tokens=null",
         "--set", "replay_capacity=512",
-        "--set", "tau=8",
+        "--set", "replay_tau=8",
         "--set", "evaluation_samples_per_task=4",
         "--set", "group_size=4", "--set", "group_size=6",  # later wins
     )  # fmt: skip
     assert (config.lr, config.adam_betas, config.dynamic_sampling) == (1e-5, (0.9, 0.99), False)
     assert config.max_trajectory_response_tokens is None
-    assert (config.replay_capacity, config.tau, config.group_size) == (512, 8, 6)
+    assert (config.replay_capacity, config.replay_tau, config.group_size) == (512, 8, 6)
     assert config.evaluation_samples_per_task == 4
 
 
@@ -68,7 +68,7 @@ def test_sweep_and_compare_set_reaches_every_run():
         sweep.parse_args(["--model", NOT_LOADED, "--set", "tau=5"])
     args = compare.parse_args(["--model", NOT_LOADED, "--set", "lr=3e-5", "--tau", "7"])
     config = build_config(compare.run_settings(args, "freshrl/FrozenLake-v0", compare.mode_arm("per"), 1))
-    assert (config.lr, config.tau, config.replay_mode, config.seed) == (3e-5, 7.0, "per", 1)
+    assert (config.lr, config.replay_tau, config.replay_mode, config.seed) == (3e-5, 7.0, "per", 1)
     assert not config.replay_backfill
     args = compare.parse_args(
         ["--model", NOT_LOADED, "--set", "lr=3e-5", "--modes", "freshper", "freshper+backfill"]
@@ -81,14 +81,14 @@ def test_sweep_and_compare_set_reaches_every_run():
 
 def test_train_takes_eps_high_and_tau():
     config = train_config("--eps-high", "0.35", "--tau", "12")
-    assert (config.eps_high, config.tau) == (0.35, 12.0)
+    assert (config.eps_high, config.replay_tau) == (0.35, 12.0)
     assert train_config().eps_high == DAPOConfig().eps_high == 0.28
 
 
-def test_override_keys_cover_training_replay_and_evaluation():
-    keys = override_keys()
+def test_config_keys_cover_training_replay_and_evaluation():
+    keys = config_keys()
     assert {"lr", "eps_high", "group_size", "minibatch_size", "num_epochs"} <= set(keys)
-    assert keys["tau"] == ("replay", "tau") and keys["replay_capacity"] == ("replay", "capacity")
+    assert keys["replay_tau"] == ("replay", "tau") and keys["replay_capacity"] == ("replay", "capacity")
     assert keys["replay_mode"] == ("replay", "mode")
     assert keys["evaluation_interval"][0] == keys["evaluation_num_tasks"][0] == "evaluation"
     config = DAPOConfig()
@@ -124,7 +124,8 @@ def test_the_ladder_and_the_scales_by_name():
     # Switching scale leaves nothing of the other behind.
     assert set(SMOLLM2_SCALE) == set(TINY_SCALE)
     paper = train_config("--scale", "paper")
-    assert (paper.group_size, paper.prompts_per_iteration, paper.lr, paper.tau) == (16, 512, 1e-6, 500.0)
+    paper_values = (paper.group_size, paper.prompts_per_iteration, paper.lr, paper.replay_tau)
+    assert paper_values == (16, 512, 1e-6, 500.0)
     assert train_config("--full-scale").prompts_per_iteration == 512
     with pytest.raises(ValueError, match="scale must be one of"):
         apply_scale(DAPOConfig(), "huge")
@@ -142,7 +143,8 @@ def test_model_smollm2_selects_the_smollm2_scale_in_every_entry_point(entry_poin
     assert args.run.resolved_scale == "smollm2"
     config = build_config(args.run)
     assert (config.lr, config.micro_batch_size) == (SMOLLM2_SCALE["lr"], SMOLLM2_SCALE["micro_batch_size"])
-    assert (config.tau, config.replay_capacity) == (TINY_REPLAY["tau"], TINY_REPLAY["capacity"])
+    replay = (config.replay_tau, config.replay_capacity)
+    assert replay == (TINY_REPLAY["replay_tau"], TINY_REPLAY["replay_capacity"])
     assert config.model_path == "smollm2"
     tiny = build_config(entry_point.parse_args(["--model", "smollm2", "--scale", "tiny", *math]).run)
     assert tiny.lr == TINY_SCALE["lr"]

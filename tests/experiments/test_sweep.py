@@ -151,21 +151,22 @@ def test_search_space_grid_and_random():
         sweep.parse_args([*NO_MODEL_LOAD, "--tau", "10", "20", "--eps-high", "0.3"])
     )
     assert searcher is None and samples == 1
-    assert grid.tau == {"grid_search": [10.0, 20.0]} and grid.eps_high == {"grid_search": [0.3]}
+    assert grid.replay_tau == {"grid_search": [10.0, 20.0]} and grid.eps_high == {"grid_search": [0.3]}
 
     args = sweep.parse_args(
         [*NO_MODEL_LOAD, "--search-alg", "random", "--num-samples", "3", "--tau", "10", "20"]
     )
     space, searcher, samples = sweep.search_space(args)
     assert isinstance(searcher, tune.search.BasicVariantGenerator) and samples == 3
-    assert isinstance(space.tau, tune.search.sample.Categorical) and space.tau.categories == [10.0, 20.0]
+    assert isinstance(space.replay_tau, tune.search.sample.Categorical)
+    assert space.replay_tau.categories == [10.0, 20.0]
 
 
 def test_tau_is_not_swept_without_age_decay():
     config, _, _ = sweep.search_space(
         sweep.parse_args([*NO_MODEL_LOAD, "--replay", "per", "--tau", "10", "20"])
     )
-    assert config.tau == {"grid_search": [10.0]}
+    assert config.replay_tau == {"grid_search": [10.0]}
 
 
 @pytest.mark.skipif(importlib.util.find_spec("optuna") is not None, reason="optuna is installed")
@@ -228,7 +229,7 @@ def test_seeds_cross_the_grid_and_no_decay_is_a_tau():
         [*NO_MODEL_LOAD, "--tau", "4", "inf", "--eps-high", "0.28", "--seeds", "2", "--seed", "3"]
     )
     config, _, _ = sweep.search_space(args)
-    assert config.tau == {"grid_search": [4.0, math.inf]} and config.seed == {"grid_search": [3, 4]}
+    assert config.replay_tau == {"grid_search": [4.0, math.inf]} and config.seed == {"grid_search": [3, 4]}
     with pytest.raises(SystemExit):
         sweep.parse_args([*NO_MODEL_LOAD, "--search-alg", "random", "--seeds", "2"])
 
@@ -265,7 +266,7 @@ def test_a_trial_short_of_its_iterations_is_unfinished_and_its_wall_time_is_kept
         return SimpleNamespace(
             metrics={"training_iteration": iterations, "time_total_s": 90.0, "evaluation": {"success": 0.5}},
             metrics_dataframe=None,
-            config={"tau": 4.0, "seed": 0, "eps_high": 0.28, "replay_mode": "freshper"},
+            config={"replay_tau": 4.0, "seed": 0, "eps_high": 0.28, "replay_mode": "freshper"},
             error=error,
             path="/sweep/trial",
             checkpoint=None,
@@ -284,7 +285,7 @@ def test_a_final_success_measured_before_the_last_iteration_is_not_reported_as_f
                 "evaluation": {"success": 0.6, "iteration": evaluated_after},
             },
             metrics_dataframe=None,
-            config={"tau": 4.0, "seed": evaluated_after, "eps_high": 0.28, "replay_mode": "freshper"},
+            config={"replay_tau": 4.0, "seed": evaluated_after, "eps_high": 0.28, "replay_mode": "freshper"},
             error=None,
             path="/sweep/trial",
             checkpoint=None,

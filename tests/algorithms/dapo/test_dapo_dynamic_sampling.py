@@ -202,7 +202,7 @@ def shaped(config: DAPOConfig, group: list[Trajectory]) -> list[Trajectory]:
         overlong_cache_len=config.overlong_cache_len,
         advantage_eps=config.advantage_eps,
         advantage_std_normalize=config.advantage_std_normalize,
-        advantage=config.advantage,
+        advantage_estimator=config.advantage_estimator,
         gigpo_gamma=config.gigpo_gamma,
         gigpo_step_weight=config.gigpo_step_weight,
     )

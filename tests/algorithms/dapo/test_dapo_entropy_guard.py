@@ -13,7 +13,7 @@ import torch
 from algorithms.dapo import DAPOConfig
 from algorithms.dapo.entropy_guard import EntropyGuardConfig, select_tokens
 from algorithms.dapo.loss import LossConfig, loss_normalizer, policy_loss
-from experiments.common.run_config import RunSettings, build_config, override_keys
+from experiments.common.run_config import RunSettings, build_config, config_keys
 
 NAN = float("nan")
 # Three rows; row 0's last position is masked and holds NaN. Over the N = 5 response tokens mean logp = -2 and
@@ -263,7 +263,7 @@ def test_bad_guard_settings_are_rejected_by_dapo_configs_validator(settings):
 def test_the_guard_is_off_by_default_and_reachable_from_set():
     assert LossConfig.from_config(DAPOConfig()).entropy_guard is None
     keys = ("entropy_guard", "clip_cov_ratio", "clip_cov_low", "clip_cov_high", "kl_cov_ratio", "kl_cov_coef")
-    assert set(keys) <= set(override_keys())
+    assert set(keys) <= set(config_keys())
     config = build_config(RunSettings(overrides={"entropy_guard": "kl_cov", "kl_cov_ratio": 0.01}))
     assert LossConfig.from_config(config).entropy_guard == guard("kl_cov", 0.01, kl_coef=1.0)
     config = build_config(RunSettings(overrides={"entropy_guard": "clip_cov"}))

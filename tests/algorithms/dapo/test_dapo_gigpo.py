@@ -42,7 +42,7 @@ def episode(keys: list, rewards: list[float], group_id: int = 0, prompt: int = 3
 
 def shape(
     group: list[Trajectory],
-    advantage: str = "gigpo",
+    advantage_estimator: str = "gigpo",
     advantage_std_normalize: bool = True,
     gigpo_gamma: float = 0.95,
     gigpo_step_weight: float = 1.0,
@@ -55,7 +55,7 @@ def shape(
         overlong_cache_len=4,
         advantage_eps=0.0,
         advantage_std_normalize=advantage_std_normalize,
-        advantage=advantage,
+        advantage_estimator=advantage_estimator,
         gigpo_gamma=gigpo_gamma,
         gigpo_step_weight=gigpo_step_weight,
     )
@@ -120,7 +120,7 @@ def test_without_repeated_states_gigpo_is_the_episode_advantage():
     gigpo = [episode(["a", f"b{i}", f"c{i}"][1:], [0.0, float(i == 1)]) for i in range(3)]
     episodic = [episode(t.turn_state_keys, t.turn_rewards) for t in gigpo]
     shape(gigpo, gigpo_gamma=0.95)
-    shape(episodic, advantage="episode")
+    shape(episodic, advantage_estimator="episode")
     for a, b in zip(gigpo, episodic, strict=True):
         assert a.turn_advantages == [a.advantage] * a.num_turns and a.advantage == b.advantage
     tokens, plain = collate(gigpo), collate(episodic)
@@ -172,10 +172,11 @@ def test_a_trajectory_without_one_key_per_turn_is_refused():
 
 def test_config_defaults_and_validation():
     config = DAPOConfig().environment("freshrl/FrozenLake-v0")
-    assert (config.advantage, config.gigpo_gamma, config.gigpo_step_weight) == ("episode", 0.95, 1.0)
-    config.training(advantage="gigpo", gigpo_gamma=1.0, gigpo_step_weight=0.0).validate()
+    defaults = (config.advantage_estimator, config.gigpo_gamma, config.gigpo_step_weight)
+    assert defaults == ("episode", 0.95, 1.0)
+    config.training(advantage_estimator="gigpo", gigpo_gamma=1.0, gigpo_step_weight=0.0).validate()
     for settings, message in [
-        ({"advantage": "gae"}, r"advantage must be one of \('episode', 'gigpo'\)"),
+        ({"advantage_estimator": "gae"}, r"advantage_estimator must be one of \('episode', 'gigpo'\)"),
         ({"gigpo_gamma": 1.5}, r"gigpo_gamma .* must be in \[0, 1\]"),
         ({"gigpo_gamma": float("nan")}, r"gigpo_gamma .* must be in \[0, 1\]"),
         ({"gigpo_step_weight": -1.0}, "gigpo_step_weight .* must be a finite number >= 0"),
@@ -196,8 +197,8 @@ def tied_but_different_steps() -> list[Trajectory]:
 
 def test_dynamic_sampling_keeps_a_tied_group_with_step_signal_under_gigpo_only():
     gigpo, episodic = tied_but_different_steps(), tied_but_different_steps()
-    shape(gigpo, advantage="gigpo")
-    shape(episodic, advantage="episode")
+    shape(gigpo, advantage_estimator="gigpo")
+    shape(episodic, advantage_estimator="episode")
     # The step group {a} of two: A_S = (-0.005 - (-0.0025)) / std = -1 and +1 (mean-centred, std-normalised).
     assert [t.turn_advantages[0] for t in gigpo] == pytest.approx([-1.0, 1.0])
     assert [t.advantage for t in gigpo] == [0.0, 0.0]
@@ -213,5 +214,5 @@ def test_dynamic_sampling_keeps_a_tied_group_with_step_signal_under_gigpo_only()
 
 def test_a_group_without_a_shared_state_has_no_step_signal():
     group = [episode(["a", "b"], [0.0, 1.0]), episode(["c", "d"], [0.0, 0.0])]
-    shape(group, advantage="gigpo")
+    shape(group, advantage_estimator="gigpo")
     assert not has_step_signal(group)

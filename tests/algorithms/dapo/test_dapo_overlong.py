@@ -109,7 +109,7 @@ def test_default_shaping_penalises_the_total_length():
             overlong_cache_len=16 if scope == "trajectory" else 4,
             advantage_eps=1e-6,
             advantage_std_normalize=config.advantage_std_normalize,
-            advantage=config.advantage,
+            advantage_estimator=config.advantage_estimator,
             gigpo_gamma=config.gigpo_gamma,
             gigpo_step_weight=config.gigpo_step_weight,
         )

@@ -130,7 +130,7 @@ def old_bucket_shares(run: SimulatedRun, draws: int) -> tuple[np.ndarray, np.nda
     items = buffer.state_dict()["items"]
     iters = np.array([x.info["iteration"] for x in items])
     base = np.abs([run.signal(x) for x in items]) + config.replay_eps
-    keys = (base * np.exp(-(t_iter - iters) / config.tau)) ** config.replay_alpha
+    keys = (base * np.exp(-(t_iter - iters) / config.replay_tau)) ** config.replay_alpha
     buckets = np.unique(iters)
     expected = np.array([keys[iters == b].sum() for b in buckets]) / keys.sum()
     counts = np.zeros(buckets.shape[0])
