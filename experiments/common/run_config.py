@@ -54,7 +54,8 @@ MOVED_KEYS = {
 }
 SMOLLM2 = "smollm2"  # the model name (models/names.py) whose runs default to the smollm2 scale
 # The kinds of layer a run's configuration is folded from, lowest first (docs/configuration.md's table). A
-# layer's name is its kind, then what it is: "scale tiny", "settings file experiments/settings/frozen_lake.yaml".
+# layer's name is its kind, then what it is: "scale tiny",
+# "settings file experiments/settings/frozen_lake.yaml".
 LAYERS = ("defaults", "algorithm", "scale", "settings file", "command line", "entry point", "tune grid")
 
 
