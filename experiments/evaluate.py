@@ -50,7 +50,7 @@ import threading
 import time
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from experiments.common.results_json import dtype_record, provenance
 from experiments.common.run_config import (
@@ -62,10 +62,14 @@ from experiments.common.run_config import (
     starting_model,
     with_layer,
 )
+from experiments.common.run_loop import train_iterations
 from experiments.common.run_options import add_algorithm_options, add_model_options, settings_from_args
 from experiments.common.significance import success_line
-from experiments.common.training_metrics import flatten, pick
+from experiments.common.training_metrics import pick
 from models.chat_endpoint import API_KEY_ENVS, ChatEndpoint, EndpointSetupError, api_base, public_url
+
+if TYPE_CHECKING:
+    from tqdm import tqdm
 
 PROG = "python -m experiments.evaluate"
 # The suite: report name -> env id (the registered freshrl envs a benchmark covers; SokobanHard is
@@ -263,7 +267,7 @@ def env_settings(args: argparse.Namespace, env_id: str) -> RunSettings:
     )
 
 
-def benchmark_env(args: argparse.Namespace, env_id: str, bar) -> dict[str, Any]:
+def benchmark_env(args: argparse.Namespace, env_id: str, bar: tqdm) -> dict[str, Any]:
     """Builds the env's algorithm, trains it ``--train`` iterations if asked, and evaluates it."""
     started = time.perf_counter()
     settings = env_settings(args, env_id)
@@ -276,35 +280,43 @@ def benchmark_env(args: argparse.Namespace, env_id: str, bar) -> dict[str, Any]:
     config = build_config(settings, {"model_path": model, "evaluation_split": args.split})
     algo = config.build_algo()
 
-    def evaluate() -> dict[str, Any]:
+    def evaluate(iteration: int) -> dict[str, Any]:
+        if iteration == args.train:  # the final evaluation (the only one without training)
+            bar.set_postfix_str(f"{name}: evaluating {args.tasks} x {args.samples}")
         return algo.evaluate_policy(num_tasks=args.tasks, samples_per_task=args.samples, split=args.split)
 
+    def report_evaluation(iteration: int, metrics: dict[str, Any], bar: tqdm | None) -> None:
+        when = f"iteration {iteration}/{args.train}" if iteration else "before training"
+        bar.write(f"{name}, {when}: {args.split} success {success_line(metrics)}")
+        curve.append({"iteration": iteration, **interval(metrics)})
+
+    def before_iteration(iteration: int, bar: tqdm) -> None:
+        bar.set_postfix_str(f"{name}: training {iteration}/{args.train}")
+
+    # The curve: the evaluation before training and those inside it, not the final one off the interval.
+    curve: list[dict[str, Any]] = []
+    training: list[dict[str, Any]] = []
     try:
         if args.checkpoint:
             algo.restore_from_path(str(args.trained_run["checkpoint"]))
-        curve, training = [], []
         if args.train:
-            before = evaluate()
-            bar.write(f"{name}, before training: {args.split} success {success_line(before)}")
-            curve.append({"iteration": 0, **interval(before)})
-            for index in range(args.train):
-                bar.set_postfix_str(f"{name}: training {index + 1}/{args.train}")
-                result = algo.train()
-                flat = flatten({key: value for key, value in result.items() if key != "evaluation"})
-                training.append({"iteration": index + 1, "rollout_success": pick(flat, "rollout/success")})
-                if "evaluation" in result:
-                    line = success_line(result["evaluation"])
-                    bar.write(f"{name}, iteration {index + 1}/{args.train}: {args.split} success {line}")
-                    curve.append({"iteration": index + 1, **interval(result["evaluation"])})
-        if curve and curve[-1]["iteration"] == args.train:  # the last iteration's evaluation is the final one
-            metrics = curve[-1]["metrics"]
+            run = train_iterations(
+                algo,
+                args.train,
+                bar,
+                evaluate=evaluate,
+                on_evaluation=report_evaluation,
+                before_iteration=before_iteration,
+            )
+            metrics = run.evaluations[args.train]
+            training = [
+                {"iteration": iteration, "rollout_success": pick(row, "rollout/success")}
+                for iteration, row in enumerate(run.rows, start=1)
+            ]
         else:
-            bar.set_postfix_str(f"{name}: evaluating {args.tasks} x {args.samples}")
-            metrics = evaluate()
+            metrics = evaluate(args.train)
     finally:
         algo.stop()
-    for point in curve:
-        del point["metrics"]
     return {
         "env_id": env_id,
         "model": model,
@@ -406,11 +418,10 @@ def setup_fix(args: argparse.Namespace, error: EndpointSetupError) -> str:
 
 def interval(metrics: dict[str, Any]) -> dict[str, Any]:
     """A learning-curve point: success, its interval and the per-task outcomes that pair it with another
-    point by task (and the whole evaluation, dropped after use)."""
+    point by task."""
     keys = ("success", "success_ci95_low", "success_ci95_high")
     paired = ("success_ci95_method", "task_seeds", "task_successes", "samples_per_task")
-    point = {key: metrics[key] for key in keys} | {key: metrics[key] for key in paired if key in metrics}
-    return {**point, "metrics": dict(metrics)}
+    return {key: metrics[key] for key in keys} | {key: metrics[key] for key in paired if key in metrics}
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:

@@ -71,6 +71,7 @@ from experiments.common.checkpoints import check_restorable
 from experiments.common.ray_session import start_ray
 from experiments.common.results_json import provenance, write_json
 from experiments.common.run_config import RunSettings, build_config, explain_config
+from experiments.common.run_loop import mostly_untrained, rllib_evaluation
 from experiments.common.run_options import add_aliases, add_settings_option, check_env_id
 from experiments.common.sweep_checkpoints import (
     VALIDATION_METRIC,
@@ -81,7 +82,6 @@ from experiments.common.sweep_checkpoints import (
     trial_checkpoints,
 )
 from experiments.common.sweep_points import tau_label
-from experiments.common.training_metrics import MOSTLY_UNTRAINED_SHARE
 from experiments.common.workload import add_workload_args, workload_config, workload_settings
 
 PROG = "python -m experiments.sweep"
@@ -108,7 +108,9 @@ class CarryEvaluation(RLlibCallback):
     ``iteration`` it was measured after): RLlib evaluates every ``evaluation_interval`` iterations only, and
     Tune needs a searcher's metric in every result. Where RLlib did not evaluate, the first result of a
     trial (or of a restored one) and the result of ``final_iteration`` are evaluated here, so that a trial's
-    last result holds the trained policy's success, whatever the interval (None: no final evaluation)."""
+    last result holds the trained policy's success, whatever the interval (None: no final evaluation). It is
+    the evaluation rule of ``experiments.common.run_loop``, applied result by result: Tune runs the loop
+    here."""
 
     def __init__(self, final_iteration: int | None = None) -> None:
         super().__init__()
@@ -118,10 +120,11 @@ class CarryEvaluation(RLlibCallback):
     def on_train_result(self, *, algorithm, result: dict, **kwargs) -> None:
         # Trainable.train() has counted this iteration: algorithm.iteration is the one just trained.
         iteration = algorithm.iteration
-        if "evaluation" in result:
-            self._latest = {**result["evaluation"], "iteration": iteration}
-        elif self._latest is None or iteration == self.final_iteration:
-            self._latest = {**algorithm.evaluate_policy(), "iteration": iteration}
+        evaluation = rllib_evaluation(result)
+        if evaluation is None and (self._latest is None or iteration == self.final_iteration):
+            evaluation = algorithm.evaluate_policy()
+        if evaluation is not None:
+            self._latest = {**evaluation, "iteration": iteration}
         result["evaluation"] = dict(self._latest)
 
 
@@ -417,7 +420,7 @@ def trial_rows(results, iterations: int) -> list[dict[str, Any]]:
                 "replay": result.config["replay_mode"],
                 "iterations": trained,
                 "iterations_without_training": untrained,
-                "mostly_untrained": untrained > MOSTLY_UNTRAINED_SHARE * trained,
+                "mostly_untrained": mostly_untrained(untrained, trained),
                 "peak_validation_success": float(max(curve)) if len(curve) else math.nan,
                 "final_validation_success": float(final),
                 "last_evaluated_iteration": latest.get("iteration"),

@@ -34,7 +34,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from experiments.common import disk_space
+from experiments.common import disk_space, run_loop
 from experiments.common.allocator import describe
 from experiments.common.checkpoints import TOP_METADATA, restore
 from experiments.common.run_config import (
@@ -56,9 +56,11 @@ from experiments.common.run_options import (
     settings_from_args,
 )
 from experiments.common.significance import change_sentence, success_change, success_line
-from experiments.common.training_metrics import MOSTLY_UNTRAINED_SHARE, flatten, pick, trained_nothing
+from experiments.common.training_metrics import pick, trained_nothing
 
 if TYPE_CHECKING:
+    from tqdm import tqdm
+
     from algorithms.dapo import DAPOConfig
 
 PROG = "python -m experiments.train"
@@ -163,7 +165,6 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     from experiments.common.quiet_logs import LOG_FILE_NAME, install, worker_runtime_env
     from experiments.common.ray_session import start_ray
     from experiments.common.results_json import provenance, write_json
-    from models.progress import Progress
 
     settings: RunSettings = args.run
     output = Path(args.output or f"results/{settings.env.split('/')[-1]}-{time.strftime('%Y%m%d-%H%M%S')}")
@@ -212,40 +213,42 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         restore(PROG, algo, args.resume, fix)
         print(f"resumed from {args.resume} at iteration {algo.iteration}")
 
-    before = algo.evaluate_policy()
-    print(f"success before: {success_line(before)}")
-
-    rows: list[dict[str, float]] = []
-    evaluations: dict[int, dict[str, Any]] = {0: before}  # iteration of this run -> evaluation
     csv_path = output / "metrics.csv"
-    untrained = 0
-    with Progress(range(settings.iterations), desc="train", unit="it") as bar:
-        for index in bar:
-            result = algo.train()
-            if "evaluation" in result:
-                evaluations[index + 1] = dict(result["evaluation"])
-                bar.write(f"iteration {index + 1}: validation success {success_line(result['evaluation'])}")
-            flat = flatten({k: v for k, v in result.items() if k != "config"})
-            rows.append(flat)
-            if trained_nothing(flat):
-                untrained += 1
-                bar.write(
-                    f"iteration {index + 1}: {NOTHING_TRAINED} (no group of "
-                    f"{pick(flat, 'rollout/groups_sampled'):.0f} sampled had mixed outcomes; {untrained} of "
-                    f"{index + 1} iterations so far)"
-                )
-            bar.set_postfix(progress_postfix(flat, untrained))
-            with disk_full():
-                _write_csv(csv_path, rows)
 
-    if len(rows) not in evaluations:  # a resumed run whose last iteration is off the evaluation interval
-        evaluations[len(rows)] = algo.evaluate_policy()
-    after = evaluations[len(rows)]
+    def report_evaluation(iteration: int, metrics: dict[str, Any], bar: tqdm | None) -> None:
+        if bar is None:  # before training: the bar is not open yet
+            print(f"success before: {success_line(metrics)}")
+        else:
+            bar.write(f"iteration {iteration}: validation success {success_line(metrics)}")
+
+    def after_iteration(iteration: int, run: run_loop.TrainedRun, bar: tqdm) -> None:
+        row = run.rows[-1]
+        if trained_nothing(row):
+            bar.write(
+                f"iteration {iteration}: {NOTHING_TRAINED} (no group of "
+                f"{pick(row, 'rollout/groups_sampled'):.0f} sampled had mixed outcomes; {run.untrained} of "
+                f"{iteration} iterations so far)"
+            )
+        bar.set_postfix(progress_postfix(row, run.untrained))
+        with disk_full():
+            _write_csv(csv_path, run.rows)
+
+    # Iterations and evaluations count from this run's start, a resumed run's too.
+    run = run_loop.train_iterations(
+        algo,
+        settings.iterations,
+        "train",
+        evaluation_in_rows=True,
+        on_evaluation=report_evaluation,
+        after_iteration=after_iteration,
+    )
+    rows, evaluations, untrained = run.rows, run.evaluations, run.untrained
+    before, after = evaluations[0], evaluations[settings.iterations]
     print(f"success after:  {success_line(after)}")
     print(change_sentence(before, after))
     with disk_full():
         checkpoint = algo.save_to_path(str((output / "checkpoint").resolve()))
-    mostly_untrained = untrained > MOSTLY_UNTRAINED_SHARE * len(rows)
+    mostly_untrained = run_loop.mostly_untrained(untrained, len(rows))
     warning = f"{untrained} of {len(rows)} iterations trained nothing" if mostly_untrained else None
     validation = {iteration: metrics["success"] for iteration, metrics in evaluations.items()}
     plot_training_curves(rows, output / "curves.png", validation, warning)

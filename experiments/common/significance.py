@@ -8,7 +8,10 @@
   ignores the pairing and so overstates the variance of the difference: conservative.
 - **Seed** (arms over training seeds: ``experiments.compare``, ``experiments.sweep``): one value per seed
   run; the mean with a t interval over seeds (:func:`mean_over_seeds`), and :func:`paired_seed_test`, paired
-  by seed where both arms ran the same seeds, Welch's t-test otherwise (:func:`welch_test`).
+  by seed where both arms ran the same seeds, Welch's t-test otherwise (:func:`welch_test`). A comparison's
+  report also gives a curve's mean and range over seeds (:func:`curve_over_seeds`), the mean over seeds of
+  each run's mean over its iterations (:func:`mean_of_means`) and the range of a cost
+  (:func:`measured_range`).
 
 A table of several tests adjusts their p-values together with Holm's step-down procedure (:func:`holm`). Each
 test also gives the smallest difference it would detect at 80% power with a two-sided alpha of 0.05
@@ -20,7 +23,7 @@ files as it is).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from statistics import NormalDist
 from typing import Any, NotRequired, TypedDict
 
@@ -291,6 +294,41 @@ def mean_over_seeds(values: list[float]) -> dict[str, float | int | None]:
     n = len(values)
     std = float(np.std(values, ddof=1)) if n > 1 else 0.0
     return {"mean": float(np.mean(values)), "std": std, "n": n, "ci95": t_half_width(values)}
+
+
+def curve_over_seeds(curves: Sequence[Sequence[float]]) -> dict[str, list[float]]:
+    """A curve measured once per seed (the seeds' curves, at the same points): at each point, the mean over
+    seeds and the range (``min``, ``max``)."""
+    values = np.array(curves)
+    return {
+        "mean": values.mean(axis=0).tolist(),
+        "min": values.min(axis=0).tolist(),
+        "max": values.max(axis=0).tolist(),
+    }
+
+
+def mean_of_means(samples: Iterable[Sequence[float]]) -> float | None:
+    """The mean over units (seeds) of each unit's own mean (a run's over its iterations), so that every unit
+    weighs the same whatever its number of values; a unit without values is left out, None where none has
+    any."""
+    means = [float(np.mean(values)) for values in samples if len(values)]
+    return float(np.mean(means)) if means else None
+
+
+def measured_range(values: Sequence[float | None]) -> dict[str, Any] | None:
+    """Mean, min and max of the measured ``values`` (None: not measured, e.g. peak memory without ``/proc``
+    or in a run saved before it was recorded), with how many were measured (``n``) of how many (``of``);
+    None where none was."""
+    known = [value for value in values if value is not None]
+    if not known:
+        return None
+    return {
+        "mean": float(np.mean(known)),
+        "min": float(min(known)),
+        "max": float(max(known)),
+        "n": len(known),
+        "of": len(values),
+    }
 
 
 def success_line(metrics: Mapping[str, Any]) -> str:

@@ -10,7 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from algorithms.replay import REPLAY_MODES
 from experiments import compare
+from experiments.common import comparison_runs
+from experiments.common.comparison_arms import parse_arms
+from experiments.common.comparison_report import aggregate, markdown
 
 
 def test_compare_writes_table_curves_json_and_skips_finished_runs(tmp_path, tiny_workload, ray_session):
@@ -80,7 +84,7 @@ def test_aggregate_mean_std_and_range_over_seeds():
         synthetic_run("per", 1, [0.0, 0.25, 0.75]),
         synthetic_run("freshper", 0, [0.0, 1.0, 0.0]),
     ]
-    table = compare.aggregate(runs, "freshper")["freshrl/FrozenLake-v0"]
+    table = aggregate(runs, "freshper")["freshrl/FrozenLake-v0"]
     # 95% t interval over 2 seeds: t_0.975(1) x std / sqrt(2) = 12.7062 x 0.125.
     assert table["per"]["peak"] == {
         "mean": 0.625,
@@ -97,7 +101,7 @@ def test_aggregate_mean_std_and_range_over_seeds():
     }
     assert table["freshper"]["peak"]["mean"] == 1.0 and table["freshper"]["peak"]["n"] == 1
     args = compare.parse_args(["--modes", "per", "freshper", "--seeds", "2"])
-    text = compare.markdown(args, compare.aggregate(runs, "freshper"), runs, "python -m experiments.compare")
+    text = markdown(args, aggregate(runs, "freshper"), runs, "python -m experiments.compare")
     assert "| freshrl/FrozenLake-v0 | 0.625 ± 1.588 (std 0.177, n=2) | 1.000 ± n/a (std 0.000, n=1) |" in text
     assert text.startswith("# standard PER vs FreshPER (DAPO, tiny scale)\n")  # the arms compared
 
@@ -107,7 +111,7 @@ def test_freshper_is_tested_against_each_mode_with_its_power():
     on_policy = [synthetic_run("on_policy", k, [0.2, p, p]) for k, p in enumerate([0.20, 0.30, 0.25])]
     for run in fresh:
         run["training"] = [{"replay/is_weight_mean": 0.5, "replay/success_fraction": 0.4}, {}]
-    table = compare.aggregate([*fresh, *on_policy], "freshper")["freshrl/FrozenLake-v0"]
+    table = aggregate([*fresh, *on_policy], "freshper")["freshrl/FrozenLake-v0"]
     test = table["on_policy"]["vs_reference"]["peak"]
     # The same seeds 0-2 in both arms: paired by seed. Differences 0.20, 0.15, 0.25: mean 0.2, sd 0.05,
     # t = 0.2 / (0.05 / sqrt 3) = 6.928 on 2 degrees of freedom, whose survival function is
@@ -124,7 +128,7 @@ def test_freshper_is_tested_against_each_mode_with_its_power():
     assert table["on_policy"]["replay"]["replay/is_weight_mean"] is None
     args = compare.parse_args(["--modes", "on_policy", "freshper", "--seeds", "3"])
     runs = [*fresh, *on_policy]
-    text = compare.markdown(args, compare.aggregate(runs, "freshper"), runs, "cmd")
+    text = markdown(args, aggregate(runs, "freshper"), runs, "cmd")
     assert "## FreshPER against each mode (paired t-test over seeds)" in text
     assert "Difference = FreshPER minus the mode; the unit is the seed" in text
     assert (
@@ -140,7 +144,7 @@ def test_arms_on_other_seeds_get_welchs_test_and_holm_spans_the_whole_table():
     fresh = [synthetic_run("freshper", k, [0.2, p, p]) for k, p in enumerate([0.40, 0.45, 0.50])]
     on_policy = [synthetic_run("on_policy", k, [0.2, p, p]) for k, p in enumerate([0.20, 0.30, 0.25])]
     per = [synthetic_run("per", k, [0.2, p, p]) for k, p in enumerate([0.30, 0.20])]  # seed 2 missing
-    table = compare.aggregate([*fresh, *on_policy, *per], "freshper")["freshrl/FrozenLake-v0"]
+    table = aggregate([*fresh, *on_policy, *per], "freshper")["freshrl/FrozenLake-v0"]
     welch = table["per"]["vs_reference"]["final"]
     assert (welch["test"], welch["unit"], welch["n"]) == ("Welch's t-test", "seed", 5)
     reference = stats.ttest_ind([0.40, 0.45, 0.50], [0.30, 0.20], equal_var=False).pvalue
@@ -160,10 +164,10 @@ def test_the_replay_table_reports_how_fast_replayed_data_went_stale():
             {"replay/is_weight_mean": 0.5, "replay/batch_mean_age": age, "train/approx_kl_replay": 0.05 * age}
             for age in (1.0, 2.0)
         ]
-    table = compare.aggregate(runs, "freshper")
+    table = aggregate(runs, "freshper")
     fitted = table["freshrl/FrozenLake-v0"]["freshper"]["drift"]
     assert fitted["kl_per_age"] == pytest.approx(0.05) and fitted["tau"] == pytest.approx(20)
-    text = compare.markdown(compare.parse_args(["--modes", "freshper", "--seeds", "2"]), table, runs, "cmd")
+    text = markdown(compare.parse_args(["--modes", "freshper", "--seeds", "2"]), table, runs, "cmd")
     assert "| kl_per_age | tau_from_drift |" in text and "| 0.050 | 20.000 |" in text
 
 
@@ -175,7 +179,7 @@ def test_runs_that_trained_nothing_are_flagged():
     }
     runs = [untrained, synthetic_run("per", 1, [0.0, 0.5])]
     args = compare.parse_args(["--modes", "per", "--seeds", "2"])
-    text = compare.markdown(args, compare.aggregate(runs, "freshper"), runs, "python -m experiments.compare")
+    text = markdown(args, aggregate(runs, "freshper"), runs, "python -m experiments.compare")
     assert "most iterations trained nothing (0 informative groups) in: FrozenLake-v0 per seed 0." in text
     assert "seed 1" not in text.split("trained nothing")[1].split("\n")[0]
 
@@ -187,7 +191,7 @@ def test_replay_metrics_of_runs_loaded_from_disk_skip_iterations_that_did_not_lo
     run["training"] = [{"replay/is_weight_mean": None}, {"replay/is_weight_mean": 0.5}, {}]
     in_memory = dict(run, training=[{"replay/is_weight_mean": float("nan")}, *run["training"][1:]])
     for runs in ([run], [in_memory]):
-        table = compare.aggregate(runs, "freshper")["freshrl/FrozenLake-v0"]
+        table = aggregate(runs, "freshper")["freshrl/FrozenLake-v0"]
         assert table["freshper"]["replay"]["replay/is_weight_mean"] == 0.5
 
 
@@ -198,7 +202,7 @@ def test_a_report_says_when_its_runs_come_from_more_than_one_commit_or_uncommitt
     def sentence(commits: list[str], dirty: list[bool]) -> str:
         for run, commit, changed in zip(runs, commits, dirty, strict=True):
             run.update(commit=commit, dirty=changed)
-        text = compare.markdown(args, compare.aggregate(runs, "freshper"), runs, "cmd")
+        text = markdown(args, aggregate(runs, "freshper"), runs, "cmd")
         return text.split("Total run time")[1].split(" min.", 1)[1].split("\n")[0]
 
     several = sentence(["a" * 40, "a" * 40, "b" * 40], [False, False, True])
@@ -218,16 +222,16 @@ def test_arms_values_are_read_as_set_reads_them():
     assert [(arm.label, arm.keys) for arm in args.arms] == [("lora_rank=0", {"lora_rank": 0}),
                                                             ("lora_rank=16", {"lora_rank": 16})]  # fmt: skip
     assert args.reference == "lora_rank=0" and not args.replay_arms
-    assert [arm.keys for arm in compare.parse_arms("replay_backfill=true,false")] == [
+    assert [arm.keys for arm in parse_arms("replay_backfill=true,false")] == [
         {"replay_backfill": True},
         {"replay_backfill": False},
     ]
-    assert [arm.keys for arm in compare.parse_arms("advantage_estimator=episode, gigpo")] == [
+    assert [arm.keys for arm in parse_arms("advantage_estimator=episode, gigpo")] == [
         {"advantage_estimator": "episode"},
         {"advantage_estimator": "gigpo"},
     ]
     # Commas inside a YAML list do not split arms.
-    assert [arm.keys for arm in compare.parse_arms("adam_betas=[0.9, 0.99],[0.9, 0.999]")] == [
+    assert [arm.keys for arm in parse_arms("adam_betas=[0.9, 0.99],[0.9, 0.999]")] == [
         {"adam_betas": [0.9, 0.99]},
         {"adam_betas": [0.9, 0.999]},
     ]
@@ -273,7 +277,7 @@ def test_repeated_arms_set_several_keys_per_arm_paired_by_position():
     assert [arm.file_stem for arm in args.arms] == ["lora_rank-0+lr-2e-5", "lora_rank-16+lr-2e-4"]
     assert args.reference == "lora_rank=0, lr=2e-5"
     env = args.envs[0]
-    assert compare.run_settings(args, env, args.arms[1]).overrides["lr"] == 2e-4
+    assert comparison_runs.run_settings(args, env, args.arms[1]).overrides["lr"] == 2e-4
 
 
 def test_a_bad_arm_value_is_the_config_validators_error():
@@ -284,20 +288,20 @@ def test_a_bad_arm_value_is_the_config_validators_error():
 def test_each_arm_run_carries_its_key_and_has_its_own_file():
     env = "freshrl/FrozenLake-v0"
     args = compare.parse_args(["--arms", "lora_rank=0,16"])
-    first, second = (compare.run_settings(args, env, arm, seed=1) for arm in args.arms)
+    first, second = (comparison_runs.run_settings(args, env, arm, seed=1) for arm in args.arms)
     assert first.overrides["lora_rank"] == 0 and second.overrides["lora_rank"] == 16
     assert first.overrides["seed"] == second.overrides["seed"] == 1
-    paths = [compare.run_path(Path("out"), env, arm, 0) for arm in args.arms]
+    paths = [comparison_runs.run_path(Path("out"), env, arm, 0) for arm in args.arms]
     assert [path.name for path in paths] == [
         "FrozenLake-v0__lora_rank-0__seed0.json",
         "FrozenLake-v0__lora_rank-16__seed0.json",
     ]
     # A run key goes to its field of the run's settings.
     args = compare.parse_args(["--arms", "iterations=2,4"])
-    assert [compare.run_settings(args, env, arm).iterations for arm in args.arms] == [2, 4]
+    assert [comparison_runs.run_settings(args, env, arm).iterations for arm in args.arms] == [2, 4]
     # Values that are not file-safe as typed still get distinct, safe names.
-    names = [arm.file_stem for arm in compare.parse_arms("adam_betas=[0.9, 0.99],[0.9,0.999]")]
-    names += [arm.file_stem for arm in compare.parse_arms("advantage=a b,a_b,a/b")]  # one slug, a_b
+    names = [arm.file_stem for arm in parse_arms("adam_betas=[0.9, 0.99],[0.9,0.999]")]
+    names += [arm.file_stem for arm in parse_arms("advantage=a b,a_b,a/b")]  # one slug, a_b
     assert len(set(names)) == 5 and all(re.fullmatch(r"[A-Za-z0-9._+-]+", name) for name in names)
 
 
@@ -307,17 +311,17 @@ def test_replay_mode_runs_keep_their_settings_and_file_names():
     args = compare.parse_args(["--modes", "per", "freshper+backfill"])
     assert args.replay_arms and args.reference == "freshper"
     per, backfill = args.arms
-    assert compare.run_path(Path("out"), env, backfill, 1) == Path(
+    assert comparison_runs.run_path(Path("out"), env, backfill, 1) == Path(
         "out/runs/FrozenLake-v0__freshper+backfill__seed1.json"
     )
-    assert compare.run_path(Path("out"), env, per, 0).name == "FrozenLake-v0__per__seed0.json"
-    settings = compare.run_settings(args, env, backfill, seed=1)
+    assert comparison_runs.run_path(Path("out"), env, per, 0).name == "FrozenLake-v0__per__seed0.json"
+    settings = comparison_runs.run_settings(args, env, backfill, seed=1)
     assert {k: settings.overrides[k] for k in ("seed", "replay_mode", "replay_backfill")} == {
         "seed": 1,
         "replay_mode": "freshper",
         "replay_backfill": True,
     }
-    assert [arm.label for arm in compare.parse_args([]).arms] == list(compare.REPLAY_MODES)
+    assert [arm.label for arm in compare.parse_args([]).arms] == list(REPLAY_MODES)
 
 
 def test_a_run_saved_when_arms_were_modes_loads_as_its_arm(tmp_path):
@@ -325,7 +329,7 @@ def test_a_run_saved_when_arms_were_modes_loads_as_its_arm(tmp_path):
     saved["mode"] = saved.pop("arm")  # as runs were saved before --arms
     path = tmp_path / "FrozenLake-v0__per__seed0.json"
     path.write_text(json.dumps(saved))
-    run = compare.load_finished(path, saved["settings"])
+    run = comparison_runs.load_finished(path, saved["settings"])
     assert run["arm"] == "per" and "mode" not in run
 
 
@@ -336,7 +340,7 @@ def test_generic_arms_report_tests_the_first_arm_and_shows_the_cost():
                                    ("lora_rank=16", [0.4, 0.5], [60, 60], [1.0, 1.0])]:  # fmt: skip
         for seed, (peak, wall, gib) in enumerate(zip(peaks, walls, rss, strict=True)):
             runs.append({**synthetic_run(arm, seed, [0.2, peak, peak]), "wall_s": wall, "peak_rss_gib": gib})
-    table = compare.aggregate(runs, args.reference)
+    table = aggregate(runs, args.reference)
     cells = table["freshrl/FrozenLake-v0"]
     assert "vs_reference" not in cells["lora_rank=0"]
     assert cells["lora_rank=16"]["vs_reference"]["peak"]["difference"] == pytest.approx(0.2)
@@ -347,7 +351,7 @@ def test_generic_arms_report_tests_the_first_arm_and_shows_the_cost():
         "n": 2,
         "of": 2,
     }
-    text = compare.markdown(args, table, runs, "cmd")
+    text = markdown(args, table, runs, "cmd")
     assert text.startswith("# lora_rank=0 vs lora_rank=16 (DAPO, tiny scale)\n")
     assert "## lora_rank=0 against each arm (paired t-test over seeds)" in text
     assert "Difference = lora_rank=0 minus the arm; the unit is the seed" in text
@@ -367,7 +371,7 @@ def test_replay_modes_report_keeps_the_paper_table_and_shows_the_cost():
         synthetic_run("per", 0, [0.0, 0.5]),
         {**synthetic_run("freshper", 0, [0.0, 0.5]), "peak_rss_gib": 3.0},
     ]
-    text = compare.markdown(args, compare.aggregate(runs, args.reference), runs, "cmd")
+    text = markdown(args, aggregate(runs, args.reference), runs, "cmd")
     assert text.startswith("# standard PER vs FreshPER (DAPO, tiny scale)\n")
     assert "| FrozenLake (LLM) | success | 0.297 | 0.281 | 0.305 | freshrl/FrozenLake-v0 |" in text
     assert "## Cost per mode" in text
@@ -388,8 +392,8 @@ def test_an_interrupted_comparison_keeps_the_report_of_its_finished_runs(
         trained.append(arm)
         return {**synthetic_run(arm, config.seed, [0.1, 0.3]), "settings": settings, "replay_mode": arm}
 
-    monkeypatch.setattr(compare, "start_ray", lambda **kwargs: None)
-    monkeypatch.setattr(compare, "train_and_evaluate", train)
+    monkeypatch.setattr(comparison_runs, "start_ray", lambda **kwargs: None)
+    monkeypatch.setattr(comparison_runs, "train_and_evaluate", train)
     with pytest.raises(KeyboardInterrupt):
         compare.main(argv)
     report = (tmp_path / "comparison.md").read_text()
@@ -400,7 +404,10 @@ def test_an_interrupted_comparison_keeps_the_report_of_its_finished_runs(
     assert results["missing"] == [{"env": "freshrl/FrozenLake-v0", "arm": "freshper", "seed": 0}]
 
     # The report of what is saved, training nothing; it names the command that trains the runs.
-    monkeypatch.setattr(compare, "train_and_evaluate", lambda *a: pytest.fail("--report-only trained"))
+    def untrainable(*args):
+        pytest.fail("--report-only trained")
+
+    monkeypatch.setattr(comparison_runs, "train_and_evaluate", untrainable)
     only = compare.main([*argv, "--report-only"])
     assert only["ran"] == [] and [p.name for p in only["skipped"]] == ["FrozenLake-v0__on_policy__seed0.json"]
     report = (tmp_path / "comparison.md").read_text()
@@ -409,7 +416,7 @@ def test_an_interrupted_comparison_keeps_the_report_of_its_finished_runs(
 
     # Resumed, the comparison trains only the missing run and its report is whole.
     trained.clear()
-    monkeypatch.setattr(compare, "train_and_evaluate", train)
+    monkeypatch.setattr(comparison_runs, "train_and_evaluate", train)
     resumed = compare.main(argv)
     assert trained == ["freshper"] and len(resumed["ran"]) == 1 and len(resumed["skipped"]) == 1
     report = (tmp_path / "comparison.md").read_text()

@@ -12,7 +12,9 @@ import pytest
 
 from algorithms.dapo import DAPOConfig
 from algorithms.dapo.config import RENAMED_KEYS, DeprecatedKeyWarning
-from experiments import compare, train
+from experiments import train
+from experiments.common.comparison_arms import parse_arms
+from experiments.common.comparison_runs import load_finished, run_path
 from experiments.common.run_config import build_config, load_settings, parse_set
 
 NOT_LOADED = str(Path(__file__).resolve().parent)
@@ -71,8 +73,8 @@ def test_the_shipped_files_use_the_new_names():
 
 def test_compare_arms_take_the_old_name_and_resume_runs_saved_under_it(tmp_path):
     with pytest.warns(DeprecatedKeyWarning, match="--arms: 'advantage' is now 'advantage_estimator'"):
-        old = compare.parse_arms("advantage=episode,gigpo")
-    new = compare.parse_arms("advantage_estimator=episode,gigpo")
+        old = parse_arms("advantage=episode,gigpo")
+    new = parse_arms("advantage_estimator=episode,gigpo")
     assert [arm.keys for arm in old] == [arm.keys for arm in new]
     assert [arm.label for arm in old] == ["advantage=episode", "advantage=gigpo"]  # as typed
     env = "freshrl/FrozenLake-v0"
@@ -81,10 +83,7 @@ def test_compare_arms_take_the_old_name_and_resume_runs_saved_under_it(tmp_path)
     saved.write_text(
         json.dumps({"arm": "advantage=gigpo", "settings": {"overrides": {"advantage": "gigpo"}}})
     )
-    assert compare.run_path(tmp_path, env, new[1], 1) == saved
-    assert (
-        compare.run_path(tmp_path, env, new[0], 1).name
-        == "FrozenLake-v0__advantage_estimator-episode__seed1.json"
-    )
-    run = compare.load_finished(saved, {"overrides": {"advantage_estimator": "gigpo"}})
+    assert run_path(tmp_path, env, new[1], 1) == saved
+    assert run_path(tmp_path, env, new[0], 1).name == "FrozenLake-v0__advantage_estimator-episode__seed1.json"
+    run = load_finished(saved, {"overrides": {"advantage_estimator": "gigpo"}})
     assert run["arm"] == "advantage=gigpo"

@@ -137,7 +137,7 @@ def test_an_ecosystem_row_is_its_evaluate_reports_first_and_last_evaluation(tmp_
 
 
 def write_comparison(tmp_path, monkeypatch):
-    from experiments import compare
+    from experiments.common.comparison_report import aggregate
 
     def run(arm, seed, initial, final):
         return {
@@ -151,7 +151,7 @@ def write_comparison(tmp_path, monkeypatch):
     runs += [run("advantage=gigpo", k, 0.05, f) for k, f in enumerate([0.20, 0.25, 0.15])]
     folder = tmp_path / "compare" / "gigpo-Sokoban-smollm2"  # a real folder's name, read from tmp_path
     folder.mkdir(parents=True)
-    aggregate = compare.aggregate(runs, "advantage=episode")
+    aggregate = aggregate(runs, "advantage=episode")
     results = {
         "reference": "advantage=episode",
         "aggregate": aggregate,
@@ -254,7 +254,7 @@ def test_the_replay_markers_must_be_there_too():
 
 
 def test_the_replay_table_sets_each_comparison_beside_the_paper_s_row_in_one_family(tmp_path, monkeypatch):
-    from experiments import compare
+    from experiments.common.comparison_report import aggregate
 
     copy = tmp_path / "results"
     shutil.copytree(results_table.RESULTS, copy)
@@ -267,7 +267,7 @@ def test_the_replay_table_sets_each_comparison_beside_the_paper_s_row_in_one_fam
     peaks = {"on_policy": [0.6, 0.7], "per": [0.6, 0.6], "freshper": [0.8, 0.85], "freshper_poly": [0.7]}
     runs = [run(mode, seed, peak) for mode, values in peaks.items() for seed, peak in enumerate(values)]
     results = {
-        "aggregate": compare.aggregate(runs, "freshper"),
+        "aggregate": aggregate(runs, "freshper"),
         "runs": runs,
         "planned_runs": 8,
         "missing": [{"env": "freshrl/NQSearch-v0", "arm": "freshper_poly", "seed": 1}],

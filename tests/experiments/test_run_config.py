@@ -11,6 +11,8 @@ import pytest
 from algorithms.dapo import ALGORITHMS, SCALES, DAPOConfig, apply_algorithm, apply_scale
 from algorithms.dapo.scales import SMOLLM2_SCALE, TINY_REPLAY, TINY_SCALE
 from experiments import compare, sweep, train
+from experiments.common.comparison_arms import mode_arm
+from experiments.common.comparison_runs import run_settings
 from experiments.common.run_config import (
     RunSettings,
     SettingsError,
@@ -67,15 +69,13 @@ def test_sweep_and_compare_set_reaches_every_run():
     with pytest.raises(SystemExit, match="the sweep sets it"):
         sweep.parse_args(["--model", NOT_LOADED, "--set", "tau=5"])
     args = compare.parse_args(["--model", NOT_LOADED, "--set", "lr=3e-5", "--tau", "7"])
-    config = build_config(compare.run_settings(args, "freshrl/FrozenLake-v0", compare.mode_arm("per"), 1))
+    config = build_config(run_settings(args, "freshrl/FrozenLake-v0", mode_arm("per"), 1))
     assert (config.lr, config.replay_tau, config.replay_mode, config.seed) == (3e-5, 7.0, "per", 1)
     assert not config.replay_backfill
     args = compare.parse_args(
         ["--model", NOT_LOADED, "--set", "lr=3e-5", "--modes", "freshper", "freshper+backfill"]
     )
-    config = build_config(
-        compare.run_settings(args, "freshrl/FrozenLake-v0", compare.mode_arm("freshper+backfill"), 0)
-    )
+    config = build_config(run_settings(args, "freshrl/FrozenLake-v0", mode_arm("freshper+backfill"), 0))
     assert (config.lr, config.replay_mode, config.replay_backfill) == (3e-5, "freshper", True)
 
 

@@ -11,9 +11,12 @@ from scipy import stats
 from algorithms.dapo.evaluation import wilson_interval
 from experiments.common.significance import (
     change_sentence,
+    curve_over_seeds,
     holm,
     intervals_overlap,
     mcnemar_exact,
+    mean_of_means,
+    measured_range,
     paired_detectable,
     paired_interval,
     paired_seed_test,
@@ -247,3 +250,16 @@ def test_the_paired_interval_by_hand():
         0.5 - half, abs=1e-5
     )
     assert paired_interval([0.2]) == {"difference_ci95_low": None, "difference_ci95_high": None}
+
+
+def test_a_curve_over_seeds_a_mean_of_run_means_and_a_measured_range():
+    assert curve_over_seeds([[0.0, 0.5, 0.25], [0.0, 0.25, 0.75]]) == {
+        "mean": [0.0, 0.375, 0.5],
+        "min": [0.0, 0.25, 0.25],
+        "max": [0.0, 0.5, 0.75],
+    }
+    # Each run weighs the same whatever its number of values; a run without any is left out.
+    assert mean_of_means([[1.0, 2.0, 3.0], [4.0], []]) == 3.0
+    assert mean_of_means([[], []]) is None
+    assert measured_range([2.0, None, 4.0]) == {"mean": 3.0, "min": 2.0, "max": 4.0, "n": 2, "of": 3}
+    assert measured_range([None]) is None
