@@ -7,6 +7,7 @@
 - ``models.engine``: ``RolloutEngine``, vLLM generation from token ids with per-token logprobs and in-place
   weight loading; ``models.vllm_env`` sets vLLM's environment for this machine.
 - ``models.logprobs``: ``token_logprobs``, chunked per-token logprobs and entropies of an HF model.
+- ``models.packed_rows``: ``pack``, the layout of a micro-batch's rows run as one row without padding.
 - ``models.placeholders``: the vision placeholder tokens that the policy never samples.
 - ``models.policy_module``: the RLlib module that holds the policy on learners and EnvRunners.
 

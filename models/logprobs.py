@@ -21,6 +21,13 @@ writes a key/value cache twice: the prefix pass keeps the first keys/values each
 only reads them, so a layer's recomputation sees what its first run saw (HF's own checkpointing turns the
 cache off instead). Under autocast it casts each weight where it is used instead of caching its
 low-precision copy through the forward pass (the recomputation casts again anyway).
+
+``pack_rows=True`` runs the rows (after a shared prefix, all of them without one) as one row of batch 1
+without their padding (models/packed_rows.py): each token attends to its own row and to the shared prefix
+through a block-diagonal mask, at its own row's positions, and the results are laid out as the padded rows'.
+The padding's share of the linear layers' work is saved; attention over the packed row costs its length
+squared (SDPA computes the masked blocks too) instead of the rows' count times the longest row's length
+squared (benchmarks/packed_rows.py measures the balance).
 """
 
 from __future__ import annotations
@@ -28,7 +35,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import torch
 from torch import nn
@@ -36,6 +43,7 @@ from torch.utils.checkpoint import checkpoint
 from transformers.cache_utils import Cache, DynamicCache, DynamicLayer
 from transformers.modeling_layers import GradientCheckpointingLayer
 
+from models.packed_rows import PackedRows, pack, right_padded_lengths
 from models.placeholders import SUPPRESSION_BIAS, suppressed_token_ids
 
 # Below this many shared tokens a second model call costs more than it saves.
@@ -56,6 +64,7 @@ def token_logprobs(
     share_prefix: bool = False,
     needed: torch.Tensor | None = None,
     checkpoint_layers: bool = False,
+    pack_rows: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Next-token log-probabilities: ``logprobs[b, t] = log p(ids[b, t+1] | ids[b, :t+1])``.
 
@@ -79,6 +88,9 @@ def token_logprobs(
         checkpoint_layers: recompute each decoder layer's activations in the backward pass instead of
             keeping them (module docstring); values and gradients are unchanged. Only acts when gradients
             are being recorded.
+        pack_rows: run the rows (after a shared prefix) as one row without their padding, with
+            block-diagonal causal attention (module docstring); the same values and gradients. Text-only, SDPA
+            attention and full-attention layers only (the plain forward otherwise); rows must be right-padded.
 
     Returns:
         ``(logprobs, entropy)``, each [B, T-1] float32 (entropy None unless ``with_entropy``); entries at
@@ -118,6 +130,15 @@ def token_logprobs(
     needed = None if needed is None else needed.bool()
     prefix = common_prefix_length(input_ids, attention_mask) if share_prefix and not vision else 0
     shared = prefix >= MIN_SHARED_PREFIX and input_ids.shape[0] > 1 and _plain_cache_layers(base)
+    prefix = prefix if shared else 0
+    packed = None
+    if pack_rows and not vision and _packable(base):
+        lengths = (
+            torch.full((input_ids.shape[0],), input_ids.shape[1], device=input_ids.device)
+            if attention_mask is None
+            else right_padded_lengths(attention_mask)
+        )
+        packed = pack(lengths, prefix)
     separate = shared and torch.is_grad_enabled() and not _distributed()
     # Autocast caches each weight's bf16 copy until it exits: a copy of the model. With checkpointing the
     # backward casts again anyway, so the cache only pays where both passes' gradients meet in one cast.
@@ -127,43 +148,96 @@ def token_logprobs(
         else contextlib.nullcontext()
     )
     with checkpointed:
-        if not shared:
+        if not shared and packed is None:
             hidden = base(
                 input_ids=input_ids, attention_mask=attention_mask, use_cache=False, **vision
             ).last_hidden_state
             return stats(hidden[:, :-1], input_ids[:, 1:], needed)
 
         rows = input_ids.shape[0]
-        recorded = Cache(layer_class_to_replicate=_RecordOnceLayer)
-        prefix_pass = base(input_ids=input_ids[:1, :prefix], past_key_values=recorded, use_cache=True)
-        prefix_outputs = [prefix_pass.last_hidden_state]
-        for layer in recorded.layers:
-            prefix_outputs += [layer.keys, layer.values]
-        if separate:
-            anchor = torch.empty(0, device=input_ids.device, requires_grad=True)  # puts the cut in the graph
-            prefix_outputs = _SeparateBackward.apply(anchor, prefix_outputs)
-        shared_hidden, *keys_values = prefix_outputs
-        if attention_mask is None:
-            attention_mask = torch.ones_like(input_ids)
-        pairs = zip(keys_values[::2], keys_values[1::2], strict=True)
-        prefix_layers = [_ReadOnlyLayer(keys, values, rows) for keys, values in pairs]
-        rest = base(
-            input_ids=input_ids[:, prefix:], attention_mask=attention_mask,
-            past_key_values=Cache(layers=prefix_layers), use_cache=True,
-        ).last_hidden_state  # fmt: skip
+        shared_hidden, prefix_cache = None, None
+        if shared:
+            # One copy of the prefix's keys/values for each padded row; the packed rows are one row.
+            copies = rows if packed is None else 1
+            shared_hidden, prefix_cache = _prefix_pass(base, input_ids[:1, :prefix], copies, separate)
+        if packed is not None:
+            rest = base(
+                input_ids=input_ids[packed.rows, packed.times][None], attention_mask=packed.attention_mask,
+                position_ids=packed.times[None], past_key_values=prefix_cache, use_cache=shared,
+            ).last_hidden_state[0]  # fmt: skip
+        else:
+            rest = base(
+                input_ids=input_ids[:, prefix:],
+                attention_mask=torch.ones_like(input_ids) if attention_mask is None else attention_mask,
+                past_key_values=prefix_cache, use_cache=True,
+            ).last_hidden_state  # fmt: skip
+    if packed is not None:
+        tail_logprobs, tail_entropy = _packed_stats(stats, rest, packed, input_ids, needed, shared_hidden)
+        if not shared:
+            return tail_logprobs, tail_entropy
+    else:
+        last_shared = shared_hidden[:, -1:].expand(rows, -1, -1)
+        tail_logprobs, tail_entropy = stats(
+            torch.cat([last_shared, rest[:, :-1]], dim=1),
+            input_ids[:, prefix:],
+            None if needed is None else needed[:, prefix - 1 :],
+        )
     # Targets inside the prefix are the same for every row: one row's stats, expanded.
     head_needed = None if needed is None else needed[:, : prefix - 1].any(dim=0, keepdim=True)
     head_logprobs, head_entropy = stats(shared_hidden[:, :-1], input_ids[:1, 1:prefix], head_needed)
-    last_shared = shared_hidden[:, -1:].expand(rows, -1, -1)
-    tail_logprobs, tail_entropy = stats(
-        torch.cat([last_shared, rest[:, :-1]], dim=1),
-        input_ids[:, prefix:],
-        None if needed is None else needed[:, prefix - 1 :],
-    )
     logprobs = torch.cat([head_logprobs.expand(rows, -1), tail_logprobs], dim=1)
     if not with_entropy:
         return logprobs, None
     return logprobs, torch.cat([head_entropy.expand(rows, -1), tail_entropy], dim=1)
+
+
+def _prefix_pass(
+    base: nn.Module, prefix_ids: torch.Tensor, copies: int, separate: bool
+) -> tuple[torch.Tensor, Cache]:
+    """The shared prefix [1, P] through the model: its hidden states and a read-only cache of its
+    keys/values repeated ``copies`` times; ``separate``: its backward is a pass of its own
+    (``_SeparateBackward``)."""
+    recorded = Cache(layer_class_to_replicate=_RecordOnceLayer)
+    outputs = [base(input_ids=prefix_ids, past_key_values=recorded, use_cache=True).last_hidden_state]
+    for layer in recorded.layers:
+        outputs += [layer.keys, layer.values]
+    if separate:
+        anchor = torch.empty(0, device=prefix_ids.device, requires_grad=True)  # puts the cut in the graph
+        outputs = _SeparateBackward.apply(anchor, outputs)
+    hidden, *keys_values = outputs
+    pairs = zip(keys_values[::2], keys_values[1::2], strict=True)
+    return hidden, Cache(layers=[_ReadOnlyLayer(keys, values, copies) for keys, values in pairs])
+
+
+def _packed_stats(
+    stats: Callable[..., tuple[torch.Tensor, torch.Tensor | None]],
+    hidden: torch.Tensor,
+    packed: PackedRows,
+    input_ids: torch.Tensor,
+    needed: torch.Tensor | None,
+    shared_hidden: torch.Tensor | None,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Stats from the packed row's hidden states [N, H], laid out as the padded layout's columns from the
+    shared prefix's last position on (all of them without one); 0 where nothing is predicted (padding) or
+    not ``needed``. A packed token predicts the next one of its row; the last of the shared prefix's hidden
+    states ``shared_hidden`` [1, P, H] predicts each row's first token after it."""
+    rows, times, hidden = packed.rows[packed.predicts], packed.times[packed.predicts], hidden[packed.predicts]
+    first_column = 0
+    if shared_hidden is not None:
+        first_column = shared_hidden.shape[1] - 1
+        firsts = torch.arange(input_ids.shape[0], device=input_ids.device)
+        rows, times = torch.cat([firsts, rows]), torch.cat([torch.full_like(firsts, first_column), times])
+        hidden = torch.cat([shared_hidden[0, -1:].expand(len(firsts), -1), hidden])
+    if needed is not None:
+        keep = needed[rows, times]
+        rows, times, hidden = rows[keep], times[keep], hidden[keep]
+    logprobs, entropy = stats(hidden[None], input_ids[rows, times + 1][None], None)
+    shape = (input_ids.shape[0], input_ids.shape[1] - 1 - first_column)
+    columns = (rows, times - first_column)
+    logprobs = logprobs.new_zeros(shape).index_put(columns, logprobs[0])
+    if entropy is None:
+        return logprobs, None
+    return logprobs, entropy.new_zeros(shape).index_put(columns, entropy[0])
 
 
 class _RecordOnceLayer(DynamicLayer):
@@ -188,6 +262,12 @@ class _ReadOnlyLayer(DynamicLayer):
 
     def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
         return torch.cat([self.keys, key_states], dim=-2), torch.cat([self.values, value_states], dim=-2)
+
+
+def _packable(base: nn.Module) -> bool:
+    """Whether the model takes the packed row's block-diagonal mask as it is: SDPA attention (eager attention
+    would add a boolean mask) in full-attention layers only (a sliding window would be lost)."""
+    return base.config._attn_implementation == "sdpa" and _plain_cache_layers(base)
 
 
 def _plain_cache_layers(base: nn.Module) -> bool:

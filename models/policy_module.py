@@ -51,7 +51,7 @@ def load_hf_model(model_path: str) -> torch.nn.Module:
 
 class LLMPolicyModule(TorchRLModule):
     """model_config keys: model_path, model_dtype, engine_dtype, max_context_tokens, engine_kv_cache_gib,
-    system_prompt, temperature, share_prefix, gradient_checkpointing, seed, lora_rank, lora_alpha,
+    system_prompt, temperature, share_prefix, pack_rows, gradient_checkpointing, seed, lora_rank, lora_alpha,
     lora_dropout, lora_target_modules (see DAPOConfig)."""
 
     def setup(self) -> None:
@@ -63,6 +63,7 @@ class LLMPolicyModule(TorchRLModule):
         self._sync_dtype = engine_dtype if isinstance(engine_dtype, torch.dtype) else None
         self.temperature = float(config.get("temperature", 1.0))
         self.share_prefix = bool(config.get("share_prefix", False))
+        self.pack_rows = bool(config.get("pack_rows", False))
         self.gradient_checkpointing = bool(config.get("gradient_checkpointing", False))
         self.vision = is_vision_model(self.model_path)
         self.lora_rank = int(config.get("lora_rank", 0))
@@ -125,6 +126,7 @@ class LLMPolicyModule(TorchRLModule):
                 temperature=self.temperature,
                 with_entropy=with_entropy,
                 share_prefix=self.share_prefix,
+                pack_rows=self.pack_rows,
                 needed=batch.get("loss_mask"),
                 checkpoint_layers=self.gradient_checkpointing,
             )

@@ -15,7 +15,6 @@ In async mode (rollout_mode="async") the remote runners generate the next batch 
 from __future__ import annotations
 
 import time
-import warnings
 from collections.abc import Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -31,12 +30,13 @@ from ray.rllib.utils.metrics import (
     WEIGHTS_SEQ_NO,
 )
 
+from algorithms.dapo.advantage_estimators import ADVANTAGE_ESTIMATOR_REGISTRY, AdvantageEstimator
 from algorithms.dapo.config import DAPOConfig, evaluation_task_checks
 from algorithms.dapo.dynamic_sampling import DynamicSampler
+from algorithms.dapo.dynamic_sampling_metrics import DYNAMIC_SAMPLING_METRIC_REGISTRY
 from algorithms.dapo.evaluation import summarize_episodes
-from algorithms.dapo.gigpo import GiGPOFallbackWarning, gigpo_credit, has_state_keys, step_group_metrics
 from algorithms.dapo.group_staleness import within_staleness
-from algorithms.dapo.groups import DYNAMIC_SAMPLING_METRICS, has_step_signal, shape_and_score_group
+from algorithms.dapo.groups import shape_and_score_group
 from algorithms.dapo.overlong import is_overlong
 from algorithms.dapo.remote_rollouts import (
     InFlightRollout,
@@ -109,15 +109,17 @@ class DAPO(Algorithm):
         self._policy_version = 0
         self._next_group_id = 0
         self._rng, _ = sampling_rngs(config.seed)
+        self._advantage_estimator: AdvantageEstimator = ADVANTAGE_ESTIMATOR_REGISTRY.get(
+            config.advantage_estimator
+        )(config)
         self._sampler: DynamicSampler[Group] = DynamicSampler(
             config.prompts_per_iteration,
             config.max_generation_batches,
             filter_groups=config.dynamic_sampling,
-            metric=DYNAMIC_SAMPLING_METRICS[config.dynamic_sampling_metric],
-            also_keep=has_step_signal if config.advantage_estimator == "gigpo" else None,
+            metric=DYNAMIC_SAMPLING_METRIC_REGISTRY.get(config.dynamic_sampling_metric),
+            also_keep=self._advantage_estimator.also_keep,
         )
         self._replay = config.build_replay_buffer()
-        self._warned_no_state_keys = False
         # Async mode: the generation batch launched during the last update, used by the next iteration.
         self._in_flight: InFlightRollout | None = None
 
@@ -192,29 +194,11 @@ class DAPO(Algorithm):
                 overlong_scope=self.config.overlong_scope,
                 max_response_tokens=self.config.max_response_tokens,
                 overlong_cache_len=self.config.resolved_overlong_cache_len(),
-                advantage_eps=self.config.advantage_eps,
-                advantage_std_normalize=self.config.advantage_std_normalize,
-                advantage_estimator=self.config.advantage_estimator,
-                gigpo_gamma=self.config.gigpo_gamma,
-                gigpo_step_weight=self.config.gigpo_step_weight,
+                estimator=self._advantage_estimator,
             )
-        if self.config.advantage_estimator == "gigpo":
-            self._note_groups_without_state_keys(groups)
+        for key, value in self._advantage_estimator.generation_batch_metrics(groups).items():
+            self.metrics.log_value(key, value, reduce="sum")
         return groups
-
-    def _note_groups_without_state_keys(self, groups: list[Group]) -> None:
-        """GiGPO without state keys falls back to episode advantages: counted, and said once per run."""
-        missing = sum(not has_state_keys(group) for group in groups)
-        self.metrics.log_value("gigpo/groups_without_state_keys", missing, reduce="sum")
-        if missing and not self._warned_no_state_keys:
-            self._warned_no_state_keys = True
-            warnings.warn(
-                f"advantage_estimator='gigpo', but {missing} of {len(groups)} groups have no turn with an "
-                "info['state_key'] (the env reports none: docs/adding_an_env.md, \"State keys\"), so they "
-                "train on episode advantages; counted in gigpo/groups_without_state_keys. Said once per run",
-                GiGPOFallbackWarning,
-                stacklevel=2,
-            )
 
     def _next_seeds(self, count: int) -> list[int]:
         split = SPLITS[self.config.task_split]
@@ -517,25 +501,8 @@ class DAPO(Algorithm):
             reduce="mean",
         )
         log("rollout/turns_mean", float(np.mean([t.num_turns for t in trajectories])), reduce="mean")
-        if self.config.advantage_estimator == "gigpo":
-            self._log_step_groups(groups)
-
-    def _log_step_groups(self, groups: list[Group]) -> None:
-        """GiGPO's step groups in the batch: how many turns share a state, and the step advantages' spread."""
-        config = self.config
-        credits = [
-            gigpo_credit(
-                group,
-                gamma=config.gigpo_gamma,
-                step_weight=config.gigpo_step_weight,
-                eps=config.advantage_eps,
-                std_normalize=config.advantage_std_normalize,
-            )
-            for group in groups
-            if has_state_keys(group)
-        ]
-        for key, value in step_group_metrics(credits).items():
-            self.metrics.log_value(key, value, reduce="mean")
+        for key, value in self._advantage_estimator.training_batch_metrics(groups).items():
+            log(key, value, reduce="mean")
 
     @contextmanager
     def _timer(self, key: str):

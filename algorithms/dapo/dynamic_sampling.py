@@ -14,10 +14,10 @@ and differs from verl's DAPO recipe (which raises at its generation budget and d
 - The decision uses ``metric``, per-trajectory values of a group; a group is informative when they are not
   all equal (max > min; a one-trajectory group never is). DAPO passes accuracy (0/1 success, the paper's
   constraint, as verl's ``acc``) by default, or the shaped rewards for envs whose success is not binary
-  (algorithms/dapo/groups.py ``DYNAMIC_SAMPLING_METRICS``).
+  (``DYNAMIC_SAMPLING_METRIC_REGISTRY``, algorithms/dapo/dynamic_sampling_metrics.py).
 - ``also_keep`` keeps a group the metric calls uninformative when it still carries a signal the advantage
-  estimator uses: with GiGPO, non-zero step advantages (``groups.has_step_signal``). Without it (episode
-  advantages) the filter is exactly DAPO's Eq. 11.
+  estimator uses (``AdvantageEstimator.also_keep``): with GiGPO, non-zero step advantages
+  (``gigpo.has_step_signal``). With episode advantages it keeps none: the filter is exactly DAPO's Eq. 11.
 """
 
 from __future__ import annotations

@@ -35,50 +35,119 @@ core_algos.py), and why:
   it was (its gradient is 0 either way). On a pass's first step no token is clipped, so the draw is verl's.
 - **Reproducible draws.** Clip-Cov draws with the learner's own generator seeded from the run's seed (verl's
   ``torch.randperm`` uses the global one); every learner draws the same tokens.
+
+The extension point (``DAPOConfig.entropy_guard``): an entry of :data:`ENTROPY_GUARD_REGISTRY` is a builder,
+``config -> EntropyGuard | None``, that takes its settings' values from the run's DAPOConfig; "none" builds
+None, no guard. An :class:`EntropyGuard` chooses the step's tokens from their Cov_i (``select``, called by
+:func:`select_tokens`) and changes their loss (``token_losses``, called by ``policy_loss``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 import numpy as np
 import torch
 from torch import Tensor
 
-if TYPE_CHECKING:
-    from algorithms.dapo.config import DAPOConfig
+from algorithms.registry import Registry
 
-ENTROPY_GUARDS = ("none", "clip_cov", "kl_cov")
+
+class EntropyGuard(ABC):
+    """Which of an optimizer step's response tokens to hold back, and how."""
+
+    @abstractmethod
+    def select(self, cov: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, dict[str, float]]:
+        """Indices into ``cov`` (Cov_i of the step's N response tokens, by row then position) of the tokens to
+        guard, and the guard's own ``entropy_guard/...`` metrics. ``rng``: the learner's stream for draws."""
+
+    @abstractmethod
+    def token_losses(
+        self, pg_losses: Tensor, log_ratio: Tensor, selected: Tensor
+    ) -> tuple[Tensor, Tensor | None]:
+        """The per-token policy-gradient losses with the guard applied on the ``selected`` tokens, and the
+        penalty it added there (logged as ``entropy_guard_penalty``), or None where it adds none.
+        ``log_ratio`` = logp - logp_old, 0 (not NaN) at masked positions."""
+
+
+# The config is typed Any here: DAPOConfig's module imports this one. Each builder types the keys it reads.
+ENTROPY_GUARD_REGISTRY: Registry[Callable[[Any], EntropyGuard | None]] = Registry(
+    "entropy guard", key="entropy_guard", home="algorithms.dapo.entropy_guard:ENTROPY_GUARD_REGISTRY"
+)
 
 
 @dataclass(frozen=True)
-class EntropyGuardConfig:
-    """The guard's hyper-parameters, taken from a DAPOConfig by :meth:`from_config` (defaults and validation
-    live there). mode: "clip_cov" or "kl_cov". ratio: the fraction of the step's response tokens it acts on
-    (Clip-Cov's r, KL-Cov's k). cov_low, cov_high: Clip-Cov's band (omega_low, omega_high). kl_coef: KL-Cov's
-    beta."""
+class ClipCov(EntropyGuard):
+    """Clip-Cov: n = max(floor(ratio N), 1) tokens drawn among those with cov_low < Cov_i < cov_high (r and
+    (omega_low, omega_high) in the paper) lose their loss term, value and gradient."""
 
-    mode: str
     ratio: float
     cov_low: float
     cov_high: float
-    kl_coef: float
 
-    @classmethod
-    def from_config(cls, config: DAPOConfig) -> EntropyGuardConfig | None:
-        """The guard ``config`` asks for; None for ``entropy_guard="none"``."""
-        if config.entropy_guard == "none":
-            return None
-        clip = config.entropy_guard == "clip_cov"
-        return cls(
-            mode=config.entropy_guard,
-            ratio=config.clip_cov_ratio if clip else config.kl_cov_ratio,
-            cov_low=config.clip_cov_low,
-            cov_high=config.clip_cov_high,
-            kl_coef=config.kl_cov_coef,
-        )
+    def select(self, cov: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, dict[str, float]]:
+        count = max(int(self.ratio * cov.size), 1)
+        band = np.flatnonzero((cov > self.cov_low) & (cov < self.cov_high))
+        chosen = rng.choice(band, size=min(count, band.size), replace=False) if band.size else band
+        return chosen, {"entropy_guard/band_frac": band.size / cov.size}
+
+    def token_losses(
+        self, pg_losses: Tensor, log_ratio: Tensor, selected: Tensor
+    ) -> tuple[Tensor, Tensor | None]:
+        return torch.where(selected, torch.zeros_like(pg_losses), pg_losses), None
+
+
+@dataclass(frozen=True)
+class KLCov(EntropyGuard):
+    """KL-Cov: the n = max(floor(ratio N), 1) tokens of largest Cov_i (ties by row, then position) get
+    beta |logp - logp_old| added to their loss (k and beta in the paper)."""
+
+    ratio: float
+    beta: float
+
+    def select(self, cov: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, dict[str, float]]:
+        count = max(int(self.ratio * cov.size), 1)
+        return np.argsort(-cov, kind="stable")[:count], {}
+
+    def token_losses(
+        self, pg_losses: Tensor, log_ratio: Tensor, selected: Tensor
+    ) -> tuple[Tensor, Tensor | None]:
+        penalty = torch.where(selected, self.beta * log_ratio.abs(), torch.zeros_like(pg_losses))
+        return pg_losses + penalty, penalty
+
+
+@ENTROPY_GUARD_REGISTRY.register("none")
+def no_guard(config: object) -> None:
+    """No guard (the default): the loss is DAPO's."""
+    return None
+
+
+class ClipCovSettings(Protocol):
+    """The DAPOConfig keys :func:`clip_cov` reads."""
+
+    clip_cov_ratio: float
+    clip_cov_low: float
+    clip_cov_high: float
+
+
+@ENTROPY_GUARD_REGISTRY.register("clip_cov")
+def clip_cov(config: ClipCovSettings) -> ClipCov:
+    return ClipCov(ratio=config.clip_cov_ratio, cov_low=config.clip_cov_low, cov_high=config.clip_cov_high)
+
+
+class KLCovSettings(Protocol):
+    """The DAPOConfig keys :func:`kl_cov` reads."""
+
+    kl_cov_ratio: float
+    kl_cov_coef: float
+
+
+@ENTROPY_GUARD_REGISTRY.register("kl_cov")
+def kl_cov(config: KLCovSettings) -> KLCov:
+    return KLCov(ratio=config.kl_cov_ratio, beta=config.kl_cov_coef)
 
 
 @dataclass(frozen=True)
@@ -104,12 +173,12 @@ def select_tokens(
     logp_old: Sequence[np.ndarray],
     advantages: Sequence[np.ndarray],
     masks: Sequence[np.ndarray],
-    cfg: EntropyGuardConfig,
+    guard: EntropyGuard,
     rng: np.random.Generator,
 ) -> GuardedTokens:
     """The step's guarded tokens (module docstring) from every row it trains on: per row, 1-D arrays of equal
     length of pi_old's logprobs, advantages and the loss mask. Masked positions are never selected and their
-    values never read. ``rng`` draws Clip-Cov's tokens; KL-Cov breaks ties in Cov by row, then position."""
+    values never read. ``rng`` is handed to ``guard.select`` (Clip-Cov draws with it)."""
     valid = [np.asarray(m) > 0 for m in masks]
     lengths = [int(v.sum()) for v in valid]
     tokens = sum(lengths)
@@ -119,22 +188,17 @@ def select_tokens(
         logp = np.concatenate([np.asarray(x, np.float64)[v] for x, v in zip(logp_old, valid, strict=True)])
         adv = np.concatenate([np.asarray(a, np.float64)[v] for a, v in zip(advantages, valid, strict=True)])
         cov = (logp - logp.mean()) * (adv - adv.mean())
-        count = max(int(cfg.ratio * tokens), 1)
-        if cfg.mode == "clip_cov":
-            band = np.flatnonzero((cov > cfg.cov_low) & (cov < cfg.cov_high))
-            chosen = rng.choice(band, size=min(count, band.size), replace=False) if band.size else band
-            metrics["entropy_guard/band_frac"] = band.size / tokens
-        else:
-            chosen = np.argsort(-cov, kind="stable")[:count]
+        chosen, guard_metrics = guard.select(cov, rng)
         flat_selected[chosen] = True
-        metrics.update(
-            {
-                "entropy_guard/selected_frac": float(flat_selected.sum()) / tokens,
-                "entropy_guard/cov_mean": float(cov.mean()),
-                "entropy_guard/cov_max": float(cov.max()),
-                "entropy_guard/cov_selected_mean": float(cov[flat_selected].mean()) if chosen.size else 0.0,
-            }
-        )
+        metrics = {
+            **guard_metrics,
+            "entropy_guard/selected_frac": float(flat_selected.sum()) / tokens,
+            "entropy_guard/cov_mean": float(cov.mean()),
+            "entropy_guard/cov_max": float(cov.max()),
+            "entropy_guard/cov_selected_mean": float(cov[flat_selected].mean())
+            if flat_selected.any()
+            else 0.0,
+        }
     selected, start = [], 0
     for v, n in zip(valid, lengths, strict=True):
         row = np.zeros(v.shape, dtype=bool)
@@ -142,16 +206,3 @@ def select_tokens(
         selected.append(row)
         start += n
     return GuardedTokens(selected, metrics)
-
-
-def guard_token_losses(
-    pg_losses: Tensor, log_ratio: Tensor, selected: Tensor, cfg: EntropyGuardConfig
-) -> tuple[Tensor, Tensor]:
-    """The per-token policy-gradient losses with the guard applied on ``selected`` tokens, and KL-Cov's
-    penalty beta |logp - logp_old| there (0 elsewhere, and everywhere for Clip-Cov). ``log_ratio`` must hold 0
-    (not NaN) at masked positions."""
-    zero = torch.zeros_like(pg_losses)
-    if cfg.mode == "clip_cov":
-        return torch.where(selected, zero, pg_losses), zero
-    penalty = torch.where(selected, cfg.kl_coef * log_ratio.abs(), zero)
-    return pg_losses + penalty, penalty

@@ -9,10 +9,10 @@ A group holds G episodes of one task. Episode i's turn t starts from the state t
     A_S[i][t] = (R[i][t] - mean_S(s) R) / (std_S(s) R + eps)        step relative advantage       (Eq. 7)
     A[i][t] = A_E[i] + omega A_S[i][t]                              the turn's tokens' advantage  (Eq. 8)
 
-A_E is the episode advantage (Eq. 3: ``Trajectory.advantage``, DAPO Eq. 9's group advantage of the shaped
-reward). Turns of one episode that start from the same state join one step group, as in verl-agent
-(``build_step_group`` groups every step of the group's episodes by its anchor observation). A step group of
-one turn, or whose returns are all equal, gets A_S = 0: nothing to compare it with.
+A_E is the episode advantage (Eq. 3: DAPO Eq. 9's group advantage of the shaped reward, which shaping stores
+as ``Trajectory.advantage``). Turns of one episode that start from the same state join one step group, as in
+verl-agent (``build_step_group`` groups every step of the group's episodes by its anchor observation). A step
+group of one turn, or whose returns are all equal, gets A_S = 0: nothing to compare it with.
 
 The normalisation follows the episode advantage's: ``std_normalize=False`` drops the std (verl-agent's
 ``mean_norm``), and the std is the population std (ddof 0), as freshrl's episode advantages (verl-agent uses
@@ -29,8 +29,6 @@ import numpy as np
 
 from algorithms.dapo.advantages import group_advantages
 from algorithms.trajectory import Trajectory
-
-ADVANTAGE_MODES = ("episode", "gigpo")
 
 
 class GiGPOFallbackWarning(UserWarning):
@@ -81,13 +79,14 @@ def has_state_keys(group: Sequence[Trajectory]) -> bool:
 
 def gigpo_credit(
     group: Sequence[Trajectory],
+    episode_advantages: Sequence[float],
     *,
     gamma: float,
     step_weight: float,
     eps: float,
     std_normalize: bool,
 ) -> GroupCredit:
-    """GiGPO's turn advantages of one group whose episode advantages (``Trajectory.advantage``) are set."""
+    """GiGPO's turn advantages of one group, given its episode advantages A_E (one per trajectory)."""
     for trajectory in group:
         if len(trajectory.turn_state_keys) != trajectory.num_turns:
             raise ValueError(
@@ -104,10 +103,21 @@ def gigpo_credit(
         for (i, t), value in zip(members, relative, strict=True):
             steps[i][t] = value
     return GroupCredit(
-        turn_advantages=[(t.advantage + step_weight * s).tolist() for t, s in zip(group, steps, strict=True)],
+        turn_advantages=[
+            (episode + step_weight * s).tolist() for episode, s in zip(episode_advantages, steps, strict=True)
+        ],
         step_advantages=[s.tolist() for s in steps],
         step_group_sizes=[len(members) for members in groups],
     )
+
+
+def has_step_signal(group: Sequence[Trajectory]) -> bool:
+    """Whether a turn of the shaped group has a non-zero step advantage (Eq. 7): its turn advantage differs
+    from its episode's (``turn_advantages`` = advantage + omega x step advantage, Eq. 8). A group whose
+    episodes tie on the dynamic-sampling metric (equal returns, say all failed) can still reach a shared state
+    and act differently there: DAPO's Eq. 11 filter would drop exactly the groups GiGPO's turn-level credit is
+    for. False for episode advantages (no ``turn_advantages``)."""
+    return any(a != t.advantage for t in group for a in t.turn_advantages)
 
 
 def step_group_metrics(credits: Sequence[GroupCredit]) -> dict[str, float]:

@@ -43,17 +43,29 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import torch
 from torch import Tensor
 
-from algorithms.dapo.entropy_guard import EntropyGuardConfig, guard_token_losses
-
-if TYPE_CHECKING:
-    from algorithms.dapo.config import DAPOConfig
+from algorithms.dapo.entropy_guard import ENTROPY_GUARD_REGISTRY, EntropyGuard
 
 LOSS_AGG_MODES = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum-norm")
+
+
+class LossSettings(Protocol):
+    """What :meth:`LossConfig.from_config` reads of a DAPOConfig (structurally: config.py imports this
+    module), beside the keys of the entropy guard it names."""
+
+    eps_low: float
+    eps_high: float
+    loss_agg_mode: str
+    kl_coef: float
+    max_response_tokens: int
+    tis_cap: float
+    entropy_guard: str
+
+    def resolved_dual_clip_c(self) -> float | None: ...
 
 
 @dataclass(frozen=True)
@@ -72,7 +84,7 @@ class LossConfig:
     tis_cap: C of the mismatch weight min(pi_old_learner / pi_sampler, C), used when ``logp_sampler`` is
         given; >= 1 so that matching logprobs keep weight 1 (verl's rollout_is_threshold example and the
         TIS post, Yao et al., 2025, use 2.0).
-    entropy_guard: Clip-Cov's or KL-Cov's settings (entropy_guard.py), or None for no guard.
+    entropy_guard: the entropy guard (Clip-Cov, KL-Cov or a user's: entropy_guard.py), or None for none.
     """
 
     eps_low: float
@@ -82,11 +94,12 @@ class LossConfig:
     kl_coef: float
     max_response_tokens: int | None
     tis_cap: float
-    entropy_guard: EntropyGuardConfig | None
+    entropy_guard: EntropyGuard | None
 
     @classmethod
-    def from_config(cls, config: DAPOConfig) -> LossConfig:
-        """The loss settings of ``config``, its "auto" dual clip resolved."""
+    def from_config(cls, config: LossSettings) -> LossConfig:
+        """The loss settings of ``config`` (a DAPOConfig), its "auto" dual clip resolved and its entropy guard
+        built by name."""
         return cls(
             eps_low=config.eps_low,
             eps_high=config.eps_high,
@@ -95,7 +108,7 @@ class LossConfig:
             kl_coef=config.kl_coef,
             max_response_tokens=config.max_response_tokens,
             tis_cap=config.tis_cap,
-            entropy_guard=EntropyGuardConfig.from_config(config),
+            entropy_guard=ENTROPY_GUARD_REGISTRY.get(config.entropy_guard)(config),
         )
 
 
@@ -184,7 +197,7 @@ def policy_loss(
         pg_losses = torch.where(dual_clipped, pg_loss3, pg_losses)
     if cfg.entropy_guard is not None:
         guarded = guard_tokens.bool() & mask
-        pg_losses, guard_penalty = guard_token_losses(pg_losses, log_ratio, guarded, cfg.entropy_guard)
+        pg_losses, guard_penalty = cfg.entropy_guard.token_losses(pg_losses, log_ratio, guarded)
     mismatch_log_ratio = None
     if logp_sampler is not None:
         mismatch_log_ratio = logp_old - torch.where(mask, logp_sampler.to(logp.dtype), zero)
@@ -222,7 +235,7 @@ def policy_loss(
             metrics["kl_ref"] = kl_ref.sum() / n
         if cfg.entropy_guard is not None:
             metrics["entropy_guard_tokens"] = guarded.sum()
-            if cfg.entropy_guard.mode == "kl_cov":
+            if guard_penalty is not None:
                 metrics["entropy_guard_penalty"] = guard_penalty.sum() / guarded.sum().clamp(min=1)
         if mismatch_log_ratio is not None:
             metrics["mismatch_kl"] = ((mismatch_ratio - 1.0) - mismatch_log_ratio).sum() / n

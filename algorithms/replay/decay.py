@@ -16,16 +16,26 @@ recomputed against the current step whenever the step changes.
 ``log_weight`` is vectorised numpy (the O(N) refresh uses it); the buffer's compiled per-batch kernels
 evaluate the same formula through :func:`log_weight_scalar` given the decay's ``kernel_params``
 (kind, tau, k). A test holds the two equal.
+
+The extension point: an entry of :data:`PRIORITY_DECAY_REGISTRY` is a builder, ``settings -> AgeDecay``, from
+the replay settings (``ReplaySettings``: ``tau``, ``poly_k``); a replay mode names the decay it uses
+(algorithms/replay/factory.py). A decay of your own has no case in :func:`log_weight_scalar`: it declares
+``kernel_params = None``, and the buffer then computes its keys with ``log_weight`` alone, recomputing them
+all (one vectorised O(N) pass) before the first draw after an add or a priority update, and after a new step
+unless it is ``shift_invariant``. That is exact, and slower than a compiled decay by that pass per draw.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import ClassVar, Protocol
 
 import numba
 import numpy as np
+
+from algorithms.registry import Registry
 
 EXPONENTIAL, POLYNOMIAL, NONE = 0, 1, 2
 
@@ -80,7 +90,7 @@ class PolynomialDecay:
     """
 
     tau: float
-    k: float = 1.0
+    k: float
     shift_invariant: ClassVar[bool] = False
 
     def __post_init__(self) -> None:
@@ -116,4 +126,44 @@ class NoDecay:
         return np.zeros_like(np.asarray(collection_steps, dtype=np.float64))
 
 
-AgeDecay = ExponentialDecay | PolynomialDecay | NoDecay
+class AgeDecay(Protocol):
+    """What the buffer needs of a decay (module docstring). A frozen dataclass: a checkpoint records its
+    fields. kernel_params: (kind, tau, k) of :func:`log_weight_scalar` for the compiled kernels, or None for a
+    decay they do not know (its keys are computed with ``log_weight`` alone)."""
+
+    shift_invariant: ClassVar[bool]
+
+    @property
+    def kernel_params(self) -> tuple[int, float, float] | None: ...
+
+    def factor(self, ages: np.ndarray) -> np.ndarray: ...
+
+    def log_weight(self, collection_steps: np.ndarray, reference_step: float) -> np.ndarray: ...
+
+
+class DecaySettings(Protocol):
+    """The replay settings the built-in decays read (``ReplaySettings`` has them)."""
+
+    tau: float
+    poly_k: float
+
+
+PRIORITY_DECAY_REGISTRY: Registry[Callable[[DecaySettings], AgeDecay]] = Registry(
+    "priority decay", key="decay", home="algorithms.replay.decay:PRIORITY_DECAY_REGISTRY"
+)
+
+
+@PRIORITY_DECAY_REGISTRY.register("none")
+def no_decay(settings: DecaySettings) -> NoDecay:
+    return NoDecay()
+
+
+# tau = inf is the limit of both decays, no decay at all: the "no decay" point of a sweep over tau.
+@PRIORITY_DECAY_REGISTRY.register("exponential")
+def exponential_decay(settings: DecaySettings) -> ExponentialDecay | NoDecay:
+    return NoDecay() if settings.tau == math.inf else ExponentialDecay(tau=settings.tau)
+
+
+@PRIORITY_DECAY_REGISTRY.register("polynomial")
+def polynomial_decay(settings: DecaySettings) -> PolynomialDecay | NoDecay:
+    return NoDecay() if settings.tau == math.inf else PolynomialDecay(tau=settings.tau, k=settings.poly_k)

@@ -1,15 +1,84 @@
-"""One switch for the four replay settings compared in the FreshPER paper."""
+"""The replay-mode extension point (``DAPOConfig.replay_mode``): the four settings compared in the FreshPER
+paper, and any mode of your own.
+
+An entry of :data:`REPLAY_MODE_REGISTRY` is a builder, ``ReplaySettings -> PrioritizedReplayBuffer | None``
+(None: no replay). The prioritized modes differ only in their age decay, which each names in
+:data:`~algorithms.replay.decay.PRIORITY_DECAY_REGISTRY` (:func:`prioritized_buffer`).
+"""
 
 from __future__ import annotations
 
-import math
-from typing import Any, Literal
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
-from algorithms.replay.decay import ExponentialDecay, NoDecay, PolynomialDecay
+from algorithms.registry import Registry
+from algorithms.replay.decay import PRIORITY_DECAY_REGISTRY
 from algorithms.replay.prioritized_buffer import PrioritizedReplayBuffer
 
-ReplayMode = Literal["on_policy", "per", "freshper", "freshper_poly"]
-REPLAY_MODES: tuple[str, ...] = ("on_policy", "per", "freshper", "freshper_poly")
+
+@dataclass(frozen=True)
+class ReplaySettings:
+    """Every setting a replay mode builds its buffer from: :class:`PrioritizedReplayBuffer`'s arguments (it
+    says what each means) and the decays' ``tau`` and ``poly_k``. None has a default: ``DAPOConfig`` holds
+    training's (``build_replay_buffer``), :data:`REFERENCE_SETTINGS` the reference repository's."""
+
+    capacity: int
+    alpha: float
+    beta_0: float
+    beta_horizon: float | None
+    tau: float
+    poly_k: float
+    eps: float
+    seed: int
+    insert_at_max_priority: bool
+
+
+REPLAY_MODE_REGISTRY: Registry[Callable[[ReplaySettings], PrioritizedReplayBuffer | None]] = Registry(
+    "replay mode", key="replay_mode", home="algorithms.replay.factory:REPLAY_MODE_REGISTRY"
+)
+
+
+def prioritized_buffer(settings: ReplaySettings, decay: str) -> PrioritizedReplayBuffer:
+    """The prioritized buffer of ``settings`` with the age decay registered as ``decay``."""
+    return PrioritizedReplayBuffer(
+        settings.capacity,
+        PRIORITY_DECAY_REGISTRY.get(decay)(settings),
+        alpha=settings.alpha,
+        beta_0=settings.beta_0,
+        beta_horizon=settings.beta_horizon,
+        eps=settings.eps,
+        seed=settings.seed,
+        insert_at_max_priority=settings.insert_at_max_priority,
+    )
+
+
+@REPLAY_MODE_REGISTRY.register("on_policy")
+def on_policy(settings: ReplaySettings) -> None:
+    """The on-policy baseline: no buffer."""
+    return None
+
+
+@REPLAY_MODE_REGISTRY.register("per")
+def per(settings: ReplaySettings) -> PrioritizedReplayBuffer:
+    """Standard PER (Schaul et al., 2016): no age decay (``tau`` and ``poly_k`` unused)."""
+    return prioritized_buffer(settings, decay="none")
+
+
+@REPLAY_MODE_REGISTRY.register("freshper")
+def freshper(settings: ReplaySettings) -> PrioritizedReplayBuffer:
+    """FreshPER: p_i = p_base_i * exp(-age / tau) (Eq. 13-14); tau = inf is PER."""
+    return prioritized_buffer(settings, decay="exponential")
+
+
+@REPLAY_MODE_REGISTRY.register("freshper_poly")
+def freshper_poly(settings: ReplaySettings) -> PrioritizedReplayBuffer:
+    """p_i = p_base_i * (1 + age / tau) ** -poly_k (section 4.3's ablation); tau = inf is PER."""
+    return prioritized_buffer(settings, decay="polynomial")
+
+
+# The built-in modes, in the paper's order: what comparisons and the command line offer by default.
+REPLAY_MODES: tuple[str, ...] = REPLAY_MODE_REGISTRY.names()
 
 
 # The FreshPER reference repository's settings (capacity 50k, alpha 0.6, beta 0.4 constant, tau 500, eps
@@ -29,53 +98,11 @@ REFERENCE_SETTINGS: dict[str, Any] = {
 }
 
 
-def make_replay_buffer(
-    mode: ReplayMode,
-    *,
-    capacity: int,
-    alpha: float,
-    beta_0: float,
-    beta_horizon: float | None,
-    tau: float,
-    poly_k: float,
-    eps: float,
-    seed: int,
-    insert_at_max_priority: bool,
-) -> PrioritizedReplayBuffer | None:
-    """Build the buffer for ``mode``, or None for the on-policy baseline (no replay).
-
-    - ``"on_policy"``: None.
-    - ``"per"``: standard PER, no age decay (``tau`` and ``poly_k`` unused).
-    - ``"freshper"``: FreshPER, p_i = p_base_i * exp(-age / tau).
-    - ``"freshper_poly"``: p_i = p_base_i * (1 + age / tau) ** -poly_k.
-    - either with ``tau = inf``: no decay, the limit of both (1 at every age), which is standard PER: the
-      "no decay" point of a sweep over tau.
-
-    Every setting is given: :class:`PrioritizedReplayBuffer` says what each means, ``DAPOConfig`` holds
-    training's (``build_replay_buffer``), :data:`REFERENCE_SETTINGS` the reference repository's.
-    """
-    if mode == "on_policy":
-        return None
-    if mode == "per" or (mode in ("freshper", "freshper_poly") and tau == math.inf):
-        decay = NoDecay()
-    elif mode == "freshper":
-        decay = ExponentialDecay(tau=tau)
-    elif mode == "freshper_poly":
-        decay = PolynomialDecay(tau=tau, k=poly_k)
-    else:
-        raise ValueError(f"unknown replay mode {mode!r}; expected one of {REPLAY_MODES}")
-    return PrioritizedReplayBuffer(
-        capacity,
-        decay,
-        alpha=alpha,
-        beta_0=beta_0,
-        beta_horizon=beta_horizon,
-        eps=eps,
-        seed=seed,
-        insert_at_max_priority=insert_at_max_priority,
-    )
+def make_replay_buffer(mode: str, settings: ReplaySettings) -> PrioritizedReplayBuffer | None:
+    """The buffer of replay mode ``mode`` (a registered name or a ``module:name``), or None (on-policy)."""
+    return REPLAY_MODE_REGISTRY.get(mode)(settings)
 
 
-def make_reference_buffer(mode: ReplayMode, **changes: Any) -> PrioritizedReplayBuffer | None:
+def make_reference_buffer(mode: str, **changes: Any) -> PrioritizedReplayBuffer | None:
     """The buffer for ``mode`` with :data:`REFERENCE_SETTINGS`, ``changes`` on top."""
-    return make_replay_buffer(mode, **{**REFERENCE_SETTINGS, **changes})
+    return make_replay_buffer(mode, ReplaySettings(**{**REFERENCE_SETTINGS, **changes}))

@@ -29,6 +29,9 @@ one call per batch: B draws or B priority updates cost O(B log N), with no O(N) 
   A rebase leaves the total >= 1, so this costs one O(N) pass per fall of the total by e^500, none in the
   common case. The min tree keeps its exact log key throughout.
 - No decay (standard PER) needs no refresh at all.
+- A decay the kernels do not know (``kernel_params`` None, a user's: decay.py) gets placeholder keys from
+  every add and update, and the next ``sample`` recomputes all keys with its vectorised ``log_weight``:
+  exact, one O(N) pass per draw after a change.
 - Polynomial decay (1 + age/tau)^-k does not factor, so its keys are recomputed exactly against the current
   step, lazily: the first ``sample`` (or ``probabilities``) at a new step pays one vectorised O(N) pass and
   tree rebuild (see benchmarks/replay_buffer.py; several ms at N = 1e6); later samples and
@@ -52,7 +55,7 @@ from typing import Any
 
 import numpy as np
 
-from algorithms.replay.decay import AgeDecay
+from algorithms.replay.decay import NONE, AgeDecay
 from algorithms.replay.kernels import (
     MIN_KEY,
     MIN_STEP,
@@ -114,7 +117,8 @@ class PrioritizedReplayBuffer:
 
     Args:
         capacity: number of items kept; older ones are evicted first.
-        decay: an age decay (``ExponentialDecay`` for FreshPER, ``PolynomialDecay``, ``NoDecay`` for PER).
+        decay: an age decay (``ExponentialDecay`` for FreshPER, ``PolynomialDecay``, ``NoDecay`` for PER, or
+            any :class:`~algorithms.replay.decay.AgeDecay`).
         alpha: prioritization exponent, >= 0 (0 = uniform). FreshPER's reference uses 0.6.
         beta_0: initial IS exponent in [0, 1]. FreshPER's reference uses 0.4.
         beta_horizon: steps over which beta goes linearly from beta_0 (at t = 0) to 1; None keeps beta_0.
@@ -161,7 +165,10 @@ class PrioritizedReplayBuffer:
         self.insert_at_max_priority = bool(insert_at_max_priority)
         self._offsets = tree_offsets(self.capacity)
         self._leaves = int(self._offsets[-2])  # where the trees' leaf level starts
-        self._key_params = (self.alpha, *self.decay.kernel_params)
+        # A decay without kernel_params has its keys computed by _refresh alone; the kernels never read
+        # these placeholder parameters for it (they are only told not to write keys).
+        self._compiled = self.decay.kernel_params is not None
+        self._key_params = (self.alpha, *(self.decay.kernel_params if self._compiled else (NONE, 1.0, 0.0)))
         self._rng = np.random.Generator(np.random.PCG64(seed))
         self._reset_storage()
 
@@ -295,9 +302,10 @@ class PrioritizedReplayBuffer:
             self._key_params,
             self._reference_step,
             self._shift,
-            not self._stale,
+            self._compiled and not self._stale,
             REBASE_EXPONENT,
         )
+        self._stale |= not self._compiled
         if out_of_range:
             self._refresh()
         return ids
@@ -324,9 +332,10 @@ class PrioritizedReplayBuffer:
             self._key_params,
             self._reference_step,
             self._shift,
-            not self._stale,
+            self._compiled and not self._stale,
             REBASE_EXPONENT,
         )
+        self._stale |= not self._compiled
         if out_of_range:
             self._refresh()
         return int(n_live)

@@ -5,13 +5,12 @@ advantages, said once."""
 from __future__ import annotations
 
 import math
-import types
 import warnings
 
 import pytest
-from ray.rllib.utils.metrics.metrics_logger import MetricsLogger
 
-from algorithms.dapo import DAPO
+from algorithms.dapo import DAPOConfig
+from algorithms.dapo.advantage_estimators import ADVANTAGE_ESTIMATOR_REGISTRY
 from algorithms.dapo.gigpo import GiGPOFallbackWarning
 from algorithms.trajectory import Trajectory
 
@@ -57,11 +56,11 @@ def trajectory(keys: list) -> Trajectory:
 
 
 def test_groups_without_state_keys_are_counted_and_warned_about_once():
-    algo = types.SimpleNamespace(metrics=MetricsLogger(), _warned_no_state_keys=False)
+    estimator = ADVANTAGE_ESTIMATOR_REGISTRY.get("gigpo")(DAPOConfig())  # as DAPO.setup builds it
     keyless, keyed = [trajectory([None]), trajectory([None, None])], [trajectory(["a"]), trajectory(["a"])]
     with pytest.warns(GiGPOFallbackWarning, match="1 of 2 groups have no turn with an info\\['state_key'\\]"):
-        DAPO._note_groups_without_state_keys(algo, [keyless, keyed])
+        first = estimator.generation_batch_metrics([keyless, keyed])
     with warnings.catch_warnings():
         warnings.simplefilter("error", GiGPOFallbackWarning)
-        DAPO._note_groups_without_state_keys(algo, [keyless])  # counted, not said again
-    assert algo.metrics.peek("gigpo/groups_without_state_keys") == 2
+        second = estimator.generation_batch_metrics([keyless])  # counted, not said again
+    assert first == second == {"gigpo/groups_without_state_keys": 1}

@@ -65,6 +65,7 @@ def test_the_algorithm_scores_groups_with_the_configured_advantages(std_normaliz
     from types import SimpleNamespace
 
     from algorithms.dapo import DAPOConfig
+    from algorithms.dapo.advantage_estimators import ADVANTAGE_ESTIMATOR_REGISTRY
     from algorithms.dapo.dapo import DAPO
     from algorithms.trajectory import Trajectory
 
@@ -74,7 +75,12 @@ def test_the_algorithm_scores_groups_with_the_configured_advantages(std_normaliz
         for reward in (1.0, 0.0, 0.0, 0.0)
     ]
     stub = SimpleNamespace(
-        config=config, _in_flight=None, _next_seeds=range, _rollout=lambda seeds: [group], _drop_stale=list
+        config=config,
+        _in_flight=None,
+        _next_seeds=range,
+        _rollout=lambda seeds: [group],
+        _drop_stale=list,
+        _advantage_estimator=ADVANTAGE_ESTIMATOR_REGISTRY.get(config.advantage_estimator)(config),  # as setup
     )
     (scored,) = DAPO._generate_groups(stub, 1)
     centred = np.array([0.75, -0.25, -0.25, -0.25])

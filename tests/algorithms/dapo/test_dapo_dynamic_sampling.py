@@ -8,12 +8,14 @@ import warnings
 import pytest
 
 from algorithms.dapo import DAPOConfig
+from algorithms.dapo.advantage_estimators import ADVANTAGE_ESTIMATOR_REGISTRY
 from algorithms.dapo.dynamic_sampling import (
     DynamicSampler,
     DynamicSamplingBudgetWarning,
     DynamicSamplingStats,
 )
-from algorithms.dapo.groups import DYNAMIC_SAMPLING_METRICS, shape_and_score_group
+from algorithms.dapo.dynamic_sampling_metrics import DYNAMIC_SAMPLING_METRIC_REGISTRY
+from algorithms.dapo.groups import shape_and_score_group
 from algorithms.trajectory import Trajectory
 
 
@@ -189,7 +191,7 @@ def sampler_with_defaults(config: DAPOConfig) -> DynamicSampler:
         1,
         1,
         filter_groups=config.dynamic_sampling,
-        metric=DYNAMIC_SAMPLING_METRICS[config.dynamic_sampling_metric],
+        metric=DYNAMIC_SAMPLING_METRIC_REGISTRY.get(config.dynamic_sampling_metric),
     )
 
 
@@ -200,11 +202,7 @@ def shaped(config: DAPOConfig, group: list[Trajectory]) -> list[Trajectory]:
         overlong_scope=config.overlong_scope,
         max_response_tokens=config.max_response_tokens,
         overlong_cache_len=config.overlong_cache_len,
-        advantage_eps=config.advantage_eps,
-        advantage_std_normalize=config.advantage_std_normalize,
-        advantage_estimator=config.advantage_estimator,
-        gigpo_gamma=config.gigpo_gamma,
-        gigpo_step_weight=config.gigpo_step_weight,
+        estimator=ADVANTAGE_ESTIMATOR_REGISTRY.get(config.advantage_estimator)(config),
     )
     return group
 

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from algorithms.dapo import DAPOConfig
-from algorithms.dapo.entropy_guard import EntropyGuardConfig, select_tokens
+from algorithms.dapo.entropy_guard import ClipCov, EntropyGuard, KLCov, select_tokens
 from algorithms.dapo.loss import LossConfig, loss_normalizer, policy_loss
 from experiments.common.run_config import RunSettings, build_config, config_keys
 
@@ -24,11 +24,13 @@ ADV = [[2.0, 2.0, NAN], [-1.0, -1.0], [0.5]]
 MASK = [[1, 1, 0], [1, 1], [1]]
 
 
-def guard(mode: str, ratio: float, low: float = 1.0, high: float = 5.0, kl_coef: float = 1.0):
-    return EntropyGuardConfig(mode=mode, ratio=ratio, cov_low=low, cov_high=high, kl_coef=kl_coef)
+def guard(mode: str, ratio: float, low: float = 1.0, high: float = 5.0, kl_coef: float = 1.0) -> EntropyGuard:
+    if mode == "clip_cov":
+        return ClipCov(ratio=ratio, cov_low=low, cov_high=high)
+    return KLCov(ratio=ratio, beta=kl_coef)
 
 
-def select(cfg: EntropyGuardConfig, seed: int = 0, logp_old=LOGP_OLD, adv=ADV, mask=MASK):
+def select(cfg: EntropyGuard, seed: int = 0, logp_old=LOGP_OLD, adv=ADV, mask=MASK):
     rows = [np.asarray(x, dtype=np.float32) for x in logp_old]
     advantages = [np.asarray(a, np.float32) for a in adv]
     return select_tokens(rows, advantages, mask, cfg, np.random.default_rng(seed))
@@ -81,7 +83,7 @@ def padded(rows, fill=0.0) -> torch.Tensor:
     return torch.tensor([list(r) + [fill] * (width - len(r)) for r in rows], dtype=torch.float64)
 
 
-def loss_config(guard_cfg: EntropyGuardConfig | None) -> LossConfig:
+def loss_config(guard_cfg: EntropyGuard | None) -> LossConfig:
     return LossConfig(
         eps_low=0.2, eps_high=0.28, dual_clip_c=None, loss_agg_mode="token-mean", kl_coef=0.0,
         max_response_tokens=None, tis_cap=2.0, entropy_guard=guard_cfg,
@@ -92,7 +94,7 @@ def loss_config(guard_cfg: EntropyGuardConfig | None) -> LossConfig:
 DELTA = [[0.1, 0.1, NAN], [0.1, -0.2], [0.1]]
 
 
-def hand_step(guard_cfg: EntropyGuardConfig | None, seed: int = 0):
+def hand_step(guard_cfg: EntropyGuard | None, seed: int = 0):
     mask = padded(MASK).bool()
     logp_old, adv = padded(LOGP_OLD), padded(ADV)
     logp = (logp_old + padded(DELTA)).requires_grad_(True)

@@ -1,5 +1,6 @@
-"""GiGPO's turn advantages (algorithms/dapo/gigpo.py, arXiv 2505.10978 Eq. 5-8) on hand-built groups,
-worked out by hand; the per-token advantages collate builds from them; DAPOConfig's GiGPO keys."""
+"""GiGPO's turn advantages (algorithms/dapo/gigpo.py, arXiv 2505.10978 Eq. 5-8; the estimator
+algorithms/dapo/advantage_estimators/gigpo.py) on hand-built groups, worked out by hand; the per-token
+advantages collate builds from them; DAPOConfig's GiGPO keys."""
 
 from __future__ import annotations
 
@@ -9,10 +10,18 @@ import numpy as np
 import pytest
 
 from algorithms.dapo import DAPOConfig
+from algorithms.dapo.advantage_estimators import ADVANTAGE_ESTIMATOR_REGISTRY, EpisodeAdvantage, GiGPO
 from algorithms.dapo.collate import collate
 from algorithms.dapo.dynamic_sampling import DynamicSampler
-from algorithms.dapo.gigpo import discounted_returns, gigpo_credit, step_group_metrics, step_groups
-from algorithms.dapo.groups import group_rewards, group_successes, has_step_signal, shape_and_score_group
+from algorithms.dapo.dynamic_sampling_metrics import group_rewards, group_successes
+from algorithms.dapo.gigpo import (
+    discounted_returns,
+    gigpo_credit,
+    has_step_signal,
+    step_group_metrics,
+    step_groups,
+)
+from algorithms.dapo.groups import shape_and_score_group
 from algorithms.trajectory import Trajectory
 
 S2 = math.sqrt(2.0)
@@ -47,17 +56,19 @@ def shape(
     gigpo_gamma: float = 0.95,
     gigpo_step_weight: float = 1.0,
 ) -> None:
+    if advantage_estimator == "gigpo":
+        estimator = GiGPO(
+            gamma=gigpo_gamma, step_weight=gigpo_step_weight, eps=0.0, std_normalize=advantage_std_normalize
+        )
+    else:
+        estimator = EpisodeAdvantage(eps=0.0, std_normalize=advantage_std_normalize)
     shape_and_score_group(
         group,
         overlong_punishment=False,
         overlong_scope="trajectory",
         max_response_tokens=8,
         overlong_cache_len=4,
-        advantage_eps=0.0,
-        advantage_std_normalize=advantage_std_normalize,
-        advantage_estimator=advantage_estimator,
-        gigpo_gamma=gigpo_gamma,
-        gigpo_step_weight=gigpo_step_weight,
+        estimator=estimator,
     )
 
 
@@ -87,7 +98,9 @@ def test_a_shared_state_then_different_actions_worked_by_hand():
     for trajectory, turns in zip(group, expected, strict=True):
         np.testing.assert_allclose(trajectory.turn_advantages, turns)
     # In b, episode 0's winning move and episode 2's failing one differ by 2 beyond their episode advantages.
-    credit = gigpo_credit(group, gamma=0.5, step_weight=1.0, eps=0.0, std_normalize=True)
+    credit = gigpo_credit(
+        group, [t.advantage for t in group], gamma=0.5, step_weight=1.0, eps=0.0, std_normalize=True
+    )
     assert sorted(credit.step_group_sizes) == [1, 2, 3]
     metrics = step_group_metrics([credit])
     assert metrics["gigpo/shared_turn_fraction"] == pytest.approx(5 / 6)
@@ -110,7 +123,7 @@ def test_turns_of_one_episode_that_revisit_a_state_join_its_group():
     # Episode 0's invalid first turn leaves it in a; its second turn starts from a again.
     group = [episode(["a", "a"], [-0.1, 1.0]), episode(["a"], [0.0])]
     assert step_groups([t.turn_state_keys for t in group]) == [[(0, 0), (0, 1), (1, 0)]]
-    credit = gigpo_credit(group, gamma=1.0, step_weight=1.0, eps=0.0, std_normalize=True)
+    credit = gigpo_credit(group, [0.0] * len(group), gamma=1.0, step_weight=1.0, eps=0.0, std_normalize=True)
     # Returns 0.9, 1.0, 0.0: mean 19/30, deviations (8, 11, -19)/30, population std sqrt(182)/30.
     np.testing.assert_allclose(credit.step_advantages[0], np.array([8.0, 11.0]) / math.sqrt(182))
     np.testing.assert_allclose(credit.step_advantages[1], [-19.0 / math.sqrt(182)])
@@ -139,7 +152,7 @@ def test_an_env_without_state_keys_keeps_episode_advantages():
 
 def test_turns_without_a_key_are_step_groups_of_their_own():
     group = [episode(["a", None], [0.0, 1.0]), episode(["a", None], [0.0, 0.0])]
-    credit = gigpo_credit(group, gamma=1.0, step_weight=1.0, eps=0.0, std_normalize=True)
+    credit = gigpo_credit(group, [0.0] * len(group), gamma=1.0, step_weight=1.0, eps=0.0, std_normalize=True)
     assert sorted(credit.step_group_sizes) == [1, 1, 2]
     assert credit.step_advantages == [[1.0, 0.0], [-1.0, 0.0]]
 
@@ -167,7 +180,7 @@ def test_a_trajectory_without_one_key_per_turn_is_refused():
     group = crossing_group()
     group[1].turn_state_keys = ["a"]
     with pytest.raises(ValueError, match="2 turns but 1 state keys"):
-        gigpo_credit(group, gamma=0.95, step_weight=1.0, eps=1e-6, std_normalize=True)
+        gigpo_credit(group, [0.0] * len(group), gamma=0.95, step_weight=1.0, eps=1e-6, std_normalize=True)
 
 
 def test_config_defaults_and_validation():
@@ -176,7 +189,7 @@ def test_config_defaults_and_validation():
     assert defaults == ("episode", 0.95, 1.0)
     config.training(advantage_estimator="gigpo", gigpo_gamma=1.0, gigpo_step_weight=0.0).validate()
     for settings, message in [
-        ({"advantage_estimator": "gae"}, r"advantage_estimator must be one of \('episode', 'gigpo'\)"),
+        ({"advantage_estimator": "gae"}, r"advantage_estimator must be one of \('episode', 'gigpo'"),
         ({"gigpo_gamma": 1.5}, r"gigpo_gamma .* must be in \[0, 1\]"),
         ({"gigpo_gamma": float("nan")}, r"gigpo_gamma .* must be in \[0, 1\]"),
         ({"gigpo_step_weight": -1.0}, "gigpo_step_weight .* must be a finite number >= 0"),
@@ -203,13 +216,17 @@ def test_dynamic_sampling_keeps_a_tied_group_with_step_signal_under_gigpo_only()
     assert [t.turn_advantages[0] for t in gigpo] == pytest.approx([-1.0, 1.0])
     assert [t.advantage for t in gigpo] == [0.0, 0.0]
     assert has_step_signal(gigpo) and not has_step_signal(episodic)
+    config = DAPOConfig()
     for metric in (group_successes, group_rewards):
         dapo = DynamicSampler(1, 1, filter_groups=True, metric=metric)  # DAPO's Eq. 11 filter alone
-        with_steps = DynamicSampler(1, 1, filter_groups=True, metric=metric, also_keep=has_step_signal)
         assert not dapo.is_informative(gigpo) and not dapo.is_informative(episodic)
-        assert with_steps.is_informative(gigpo)
-        # Episode advantages leave Eq. 11 as it is: the tied group is still dropped.
-        assert not with_steps.is_informative(episodic)
+        for name, keeps in (("gigpo", True), ("episode", False)):
+            # As DAPO.setup builds the sampler: the estimator's also_keep beside the metric.
+            estimator = ADVANTAGE_ESTIMATOR_REGISTRY.get(name)(config)
+            sampler = DynamicSampler(1, 1, filter_groups=True, metric=metric, also_keep=estimator.also_keep)
+            assert sampler.is_informative(gigpo) is keeps
+            # Episode advantages leave Eq. 11 as it is: the tied group is dropped under either estimator.
+            assert not sampler.is_informative(episodic)
 
 
 def test_a_group_without_a_shared_state_has_no_step_signal():

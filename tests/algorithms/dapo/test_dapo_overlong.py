@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from algorithms.dapo import DAPOConfig
+from algorithms.dapo.advantage_estimators import ADVANTAGE_ESTIMATOR_REGISTRY
 from algorithms.dapo.groups import shape_and_score_group
 from algorithms.dapo.overlong import is_overlong, overlong_filter_mask, overlong_length, soft_overlong_penalty
 from algorithms.trajectory import Trajectory
@@ -107,11 +108,7 @@ def test_default_shaping_penalises_the_total_length():
             overlong_scope=scope,
             max_response_tokens=10,
             overlong_cache_len=16 if scope == "trajectory" else 4,
-            advantage_eps=1e-6,
-            advantage_std_normalize=config.advantage_std_normalize,
-            advantage_estimator=config.advantage_estimator,
-            gigpo_gamma=config.gigpo_gamma,
-            gigpo_step_weight=config.gigpo_step_weight,
+            estimator=ADVANTAGE_ESTIMATOR_REGISTRY.get(config.advantage_estimator)(config),
         )
         np.testing.assert_allclose([t.reward for t in group], want)
 

@@ -143,7 +143,9 @@ def test_factory_modes():
     assert make_reference_buffer("freshper_poly", tau=7.0, poly_k=3.0).decay == PolynomialDecay(7.0, 3.0)
     for mode in ("freshper", "freshper_poly"):  # tau = inf: no decay, the limit of both (a sweep's PER point)
         assert isinstance(make_reference_buffer(mode, tau=float("inf")).decay, NoDecay)
-    with pytest.raises(ValueError, match="unknown replay mode"):
+    with pytest.raises(
+        ValueError, match="replay_mode must be one of .* got 'fresh' \\(did you mean 'freshper'"
+    ):
         make_reference_buffer("fresh")
 
 
