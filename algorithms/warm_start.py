@@ -175,9 +175,12 @@ def _append(demo: Demonstration, ids: list[int], mask: int, images: Sequence[np.
     demo.images += list(images)
 
 
-def demonstrations(env_id: str, renderer: ChatRenderer, count: int) -> list[Demonstration]:
-    """``count`` successful oracle episodes of ``env_id`` on the first train seeds (unsolved ones skipped)."""
-    env = gym.make(env_id)
+def demonstrations(
+    env_id: str, renderer: ChatRenderer, count: int, env_config: dict[str, Any] | None = None
+) -> list[Demonstration]:
+    """``count`` successful oracle episodes of ``env_id`` (made with ``env_config``, the run's
+    ``gymnasium.make`` kwargs) on the first train seeds (unsolved ones skipped)."""
+    env = gym.make(env_id, **(env_config or {}))
     try:
         demos: list[Demonstration] = []
         # An oracle that fails on more than every other task is broken; stop looking rather than loop.
@@ -315,6 +318,7 @@ def warm_started_path(
     lr: float | None = None,
     batch_size: int | None = None,
     demos: int = DEFAULT_DEMOS,
+    env_config: dict[str, Any] | None = None,
 ) -> Path:
     """Directory of ``base`` fine-tuned on ``env_id``'s oracle demonstrations, trained if not cached.
 
@@ -329,8 +333,12 @@ def warm_started_path(
         seed: seed of the tiny base model (when ``base`` is None) and of the data order.
         cache_dir: where models are cached (``models.tiny.cache_root``).
         demos: distinct demonstrations (the first successful train seeds).
+        env_config: the env's ``gymnasium.make`` kwargs (a run's ``env_config``), so that the demonstrations
+            are episodes of the task the run trains on (an easier Sokoban, a larger lake). It is not a cache
+            key of its own: the first demonstrations' tokens are, and a setting that changes the task
+            changes them, while one equal to the env's defaults reuses the same model.
     """
-    probe = gym.make(env_id)
+    probe = gym.make(env_id, **(env_config or {}))
     try:
         require_oracle(probe, env_id)  # before building anything
     finally:
@@ -356,12 +364,13 @@ def warm_started_path(
         "demos": demos,
         # A change to the env's text or oracle (or the chat format) changes the first demonstrations.
         "first_demos_sha256": demonstrations_digest(
-            demonstrations(env_id, renderer, min(demos, FINGERPRINT_DEMOS))
+            demonstrations(env_id, renderer, min(demos, FINGERPRINT_DEMOS), env_config)
         ),
     }
 
     def build(directory: Path) -> dict[str, Any]:
         settings = {"steps": steps, "seed": seed, "lr": lr, "batch_size": batch_size, "count": demos}
+        settings["env_config"] = env_config
         return {"base": str(base), "result": _build(directory, base, renderer, env_id, **settings)}
 
     return cached_build(f"warm-{env_id.split('/')[-1]}-steps{steps}-seed{seed}", info, build, cache_dir)
@@ -407,6 +416,7 @@ def _build(
     lr: float,
     batch_size: int,
     count: int,
+    env_config: dict[str, Any] | None,
 ) -> dict[str, Any]:
     start, start_cpu = time.perf_counter(), time.process_time()
     print(
@@ -414,7 +424,7 @@ def _build(
         "steps (--warm-start-steps N shortens it, --no-warm-start skips it)",
         flush=True,
     )
-    demos = demonstrations(env_id, renderer, count)
+    demos = demonstrations(env_id, renderer, count, env_config)
     model = load_model(base)
     pad = renderer.tokenizer.pad_token_id
     pad = renderer.eos_token_id if pad is None else pad

@@ -328,17 +328,19 @@ def starting_model(settings: RunSettings) -> str:
     ``warm_start_steps`` when those are set (not 0); without a model, the tiny model warm-started on the env
     (``algorithms.warm_start``; trained on first use, then cached), or the untrained tiny model when
     ``warm_start`` is false. An env without ``oracle_responses()`` is a :class:`SettingsError` naming its
-    contract and the ways around it."""
+    contract and the ways around it. The warm start's demonstrations are episodes of the run's
+    ``env_config``."""
     from algorithms.warm_start import MissingOracleError, tiny_base_path, warm_started_path
 
     if settings.model is not None and not settings.warm_start_steps:  # None or 0: no warm start
         return settings.model
     if not settings.warm_start:
         return str(tiny_base_path(settings.env))
+    warm_start = {"steps": settings.warm_start_steps, "env_config": dict(settings.env_config)}
     try:
         if settings.model is not None:
-            return str(warm_started_path(settings.env, base=settings.model, steps=settings.warm_start_steps))
-        return str(warm_started_path(settings.env, steps=settings.warm_start_steps))
+            return str(warm_started_path(settings.env, base=settings.model, **warm_start))
+        return str(warm_started_path(settings.env, **warm_start))
     except MissingOracleError as error:
         raise SettingsError(str(error)) from None
 

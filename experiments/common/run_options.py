@@ -124,6 +124,14 @@ def add_settings_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def settings_env(settings_file: str) -> str:
+    """The env of the settings file ``settings_file`` (the default env of a command given only the file)."""
+    try:
+        return load_settings(settings_file).env
+    except SettingsError as error:
+        raise SystemExit(str(error)) from None
+
+
 def add_model_options(parser: argparse.ArgumentParser) -> None:
     """The model and how the default one is made."""
     parser.add_argument(

@@ -374,3 +374,23 @@ def change_sentence(before: Mapping[str, Any], after: Mapping[str, Any]) -> str:
     detectable = change["detectable"]
     power = "" if detectable is None else f" (it detects changes of {100 * detectable:.1f} points or more)"
     return f"{said}: not separated from the noise{power}"
+
+
+def prediction_band(curves: Sequence[Sequence[float]], coverage: float = 1 - ALPHA) -> dict[str, Any]:
+    """Where a new seed's curve should fall, from the seeds' ``curves`` (one value per seed at each of the
+    same m points): at each point, mean +- t_{1-a/(2m), n-1} x sd x sqrt(1 + 1/n), the t prediction
+    interval of one new observation (Hahn & Meeker 1991, eq. 4.6) with Bonferroni's correction over the m
+    points, so that a new seed's whole curve lies inside with probability >= ``coverage`` when seeds are
+    exchangeable and roughly normal at each point. ``low``/``high`` are None for fewer than 2 seeds (no
+    spread to predict from)."""
+    from scipy import stats
+
+    values = np.asarray(curves, dtype=float)
+    n, m = values.shape
+    mean = values.mean(axis=0)
+    if n < 2:
+        return {"mean": mean.tolist(), "low": None, "high": None, "n": n, "coverage": coverage}
+    quantile = stats.t.ppf(1 - (1 - coverage) / (2 * m), n - 1)
+    half = quantile * values.std(axis=0, ddof=1) * math.sqrt(1 + 1 / n)
+    low, high = (mean - half).tolist(), (mean + half).tolist()
+    return {"mean": mean.tolist(), "low": low, "high": high, "n": n, "coverage": coverage}
