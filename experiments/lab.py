@@ -92,12 +92,14 @@ def write_report(
     return summary
 
 
-def run_entry(name: str, seeds: int, argv: list[str], report_only: bool = False) -> dict[str, Any]:
+def run_entry(name: str, seeds: int, report_only: bool = False) -> dict[str, Any]:
     """Trains the entry's missing seeds in turn (unless ``report_only``) and writes its report after each."""
     output = LAB_RESULTS / name
     args = comparison_args(name, seeds, output)
     args.report_only = report_only
-    record = provenance(PROG, argv)
+    # The command that trains this entry's runs, whichever of run and report wrote the files.
+    record = provenance(PROG, ["run", name, "--seeds", str(seeds)])
+    record["report_only"] = report_only
     comparison = load_comparison(args, output)
     summary = None
     if not report_only:
@@ -126,8 +128,11 @@ def _headline(summary: dict[str, Any]) -> str:
     )
 
 
-def check_entry(name: str, seed: int | None, output: Path | None, argv: list[str]) -> bool:
-    """Trains one seed of the entry and says whether its curve falls inside the recorded band (True)."""
+def check_entry(
+    name: str, seed: int | None, output: Path | None, argv: list[str], coverage: float = 0.95
+) -> bool:
+    """Trains one seed of the entry and says whether its curve falls inside the band of the recorded seeds at
+    ``coverage`` (True)."""
     recorded_file = LAB_RESULTS / name / "summary.json"
     if not recorded_file.is_file():
         raise SystemExit(f"{PROG}: {name} has no record ({recorded_file}); make it with `{PROG} run {name}`")
@@ -150,7 +155,8 @@ def check_entry(name: str, seed: int | None, output: Path | None, argv: list[str
             f"{recorded['band']['iteration']}: the entry's settings changed since it was recorded; "
             "re-record it with `run`"
         )
-    outside = lab_report.outside_band(recorded, curve)
+    band = lab_report.band_of(iterations, list(recorded["curves"].values()), coverage)
+    outside = lab_report.outside_band(band, curve)
     lines = [
         f"{name} seed {seed}: " + ", ".join(f"{i}: {v:.3f}" for i, v in zip(iterations, curve, strict=True))
     ]
@@ -159,7 +165,7 @@ def check_entry(name: str, seed: int | None, output: Path | None, argv: list[str
         same = "exactly" if max(differences) == 0 else f"within {max(differences):.3f} at most"
         lines.append(f"the recorded seed {seed} is reproduced {same}")
     if outside:
-        lines.append(f"OUTSIDE the recorded band at iterations {outside}")
+        lines.append(f"OUTSIDE the {coverage:.0%} band of the recorded seeds at iterations {outside}")
         here, there = machine(), recorded["provenance"]["machine"]
         if (here["cpu_model"], here["cpu_flags"]) != (there["cpu_model"], there["cpu_flags"]):
             lines.append(
@@ -168,18 +174,20 @@ def check_entry(name: str, seed: int | None, output: Path | None, argv: list[str
                 "kinds (bf16 kernels, vector widths), so a curve may move without a defect"
             )
     else:
-        lines.append(f"inside the recorded band ({recorded['band']['n']} seeds) at every evaluation")
+        lines.append(f"inside the {coverage:.0%} band of the {band['n']} recorded seeds at every evaluation")
     summary = {
         "provenance": provenance(PROG, argv),
         "entry": name,
         "seed": seed,
         "iterations": iterations,
         "curve": curve,
+        "coverage": coverage,
+        "band": band,
         "outside_band_at": outside,
         "inside": not outside,
     }
     (output / "check.json").write_text(dumps(summary, indent=1))
-    lab_report.plot(recorded, output / "curves.png", check=curve)
+    lab_report.plot({**recorded, "band": band}, output / "curves.png", check=curve)
     print("\n".join(lines))
     print(f"wrote {output / 'check.json'} and {output / 'curves.png'}")
     return not outside
@@ -209,10 +217,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     check = commands.add_parser("check", help="re-run one seed and test it against the recorded band")
     check.add_argument("entry")
     check.add_argument("--seed", type=int, default=None, help="default: the first seed the record lacks")
+    check.add_argument(
+        "--coverage",
+        type=float,
+        default=0.95,
+        help="probability that a sound run's curve falls inside the band (default %(default)s)",
+    )
     check.add_argument("--output", type=Path, default=None, help="default results/lab-check-<entry>-<time>")
     args = parser.parse_args(argv)
     if getattr(args, "seeds", 1) < 1:
         parser.error(f"--seeds must be >= 1, got {args.seeds}")
+    if not 0 < getattr(args, "coverage", 0.5) < 1:
+        parser.error(f"--coverage must be between 0 and 1, got {args.coverage}")
     if getattr(args, "seed", None) is not None and args.seed < 0:
         parser.error(f"--seed must be >= 0, got {args.seed}")
     if args.command in ("run", "report"):
@@ -228,12 +244,12 @@ def main(argv: list[str] | None = None) -> Any:
     if args.command == "list":
         return list_entries()
     if args.command == "check":
-        inside = check_entry(args.entry, args.seed, args.output, arguments)
+        inside = check_entry(args.entry, args.seed, args.output, arguments, args.coverage)
         if argv is None:
             sys.exit(0 if inside else 1)
         return inside
     return {
-        name: run_entry(name, args.seeds, arguments, report_only=args.command == "report")
+        name: run_entry(name, args.seeds, report_only=args.command == "report")
         for name in args.entries
     }
 

@@ -1,15 +1,16 @@
-"""The README's per-env RL table and its replay table, written from the results files: ``python -m
-experiments.results_table``.
+"""The README's learning-lab table, its per-env RL table and its replay table, written from the results
+files: ``python -m experiments.results_table``.
 
-Rewrites only the blocks between :data:`BEGIN` and :data:`END` and between :data:`REPLAY_BEGIN` and
-:data:`REPLAY_END` in README.md (``--check``: exits 1, changing nothing, when a block differs from what the
-files give; tests/experiments/test_results_table.py runs it).
+Rewrites only the blocks between :data:`LAB_BEGIN` and :data:`LAB_END`, :data:`BEGIN` and :data:`END`, and
+:data:`REPLAY_BEGIN` and :data:`REPLAY_END` in README.md (``--check``: exits 1, changing nothing, when a
+block differs from what the files give; tests/experiments/test_results_table.py runs it).
 Every figure comes from a results file under docs/results/ (docs/results/README.md): the default job's
 ``default_job/summary.json``, the replay-mode comparison's ``compare-FrozenLake.json``, the tiny warm starts'
 ``tiny_warm_starts/results.json``, the SmolLM2 runs' ``smollm2_rl/results.json`` and the ecosystem envs'
 ``experiments.evaluate --train`` reports (:data:`ECOSYSTEM`), the comparisons over seeds
 (:data:`COMPARISONS`, :data:`REPLAY_STUDY`) and FreshPER's Table 1 (``experiments/common/freshper_paper.py``);
-the words (env, model, what the row shows, the links) are written here, one row each.
+the learning lab's entries (``lab/<entry>/summary.json``, one row each, ``experiments.lab``); the words (env,
+model, what the row shows, the links) are written here, one row each.
 
 Statistics (``experiments/common/significance.py``): each table's tests form named families (:class:`Family`),
 Holm-adjusted within each; a cell gives the raw and the adjusted p, and its words (**yes**, separated) follow
@@ -75,6 +76,16 @@ COMPARISONS: list[tuple[str, str, tuple[str, ...] | None]] = [
     # The replay comparison's on-policy arm: NQSearch's gain over 4 seeds (the modes against each other are
     # the replay table's).
     ("NQSearch", "compare/replay-NQSearch-smollm2", ("on_policy",)),
+]
+
+LAB_BEGIN = (
+    "<!-- lab-table: written by python -m experiments.results_table from docs/results/lab/; edit those -->"
+)
+LAB_END = "<!-- /lab-table -->"
+LAB_HEADER = [
+    "| entry | env setting | model (warm-start steps) | seeds | start | after | "
+    "gain (95% interval by seed; by task) | gains with power? | minutes a run | details |",
+    "|---|---|---|---|---|---|---|---|---|---|",
 ]
 
 REPLAY_BEGIN = (
@@ -513,7 +524,32 @@ def rows() -> tuple[list[list[str]], list[Family]]:
     for name, folder, shown in COMPARISONS:
         after = max((k + 1 for k, row in enumerate(table_rows) if row[0] == name), default=len(table_rows))
         table_rows[after:after] = compared_rows(name, folder, shown, gains, arms)
+    for name, row in lab_env_rows(gains):  # each lab entry first among its env's rows
+        first = next((k for k, existing in enumerate(table_rows) if existing[0] == name), len(table_rows))
+        table_rows.insert(first, row)
     return [written(row) for row in table_rows], [gains, arms]
+
+
+def lab_env_rows(gains: Family) -> list[tuple[str, list[Cell]]]:
+    """The learning lab's entries as rows of the per-env table, (env name, row): the gain over the start
+    tested by seed (the paired t-test over the entry's seeds), joining ``gains``, beside its intervals."""
+    found = []
+    for row, summary in zip(lab_rows(), lab_summaries(), strict=True):
+        name = summary["env"].split("/")[-1].removesuffix("-v0")
+        entry, setting, model, seeds, start, after, intervals = row[:7]
+        seed_gain = gain(gains, summary["gain_by_seed"])
+        cells: list[Cell] = [
+            name,
+            f"{model}, {seeds} seeds, lab entry {entry}; env {setting.split(': ', 1)[1]}",
+            start,
+            after,
+            lambda seed_gain=seed_gain, intervals=intervals: (
+                f"{seed_gain()}; 95% intervals by seed and by task: {intervals.split('(', 1)[1].rstrip(')')}"
+            ),
+            row[-1],
+        ]
+        found.append((name, cells))
+    return found
 
 
 def written(row: list[Cell]) -> list[str]:
@@ -704,6 +740,54 @@ def _families(families: list[Family]) -> list[str]:
     ]
 
 
+def lab_rows() -> list[list[str]]:
+    """One row per learning-lab entry with a record (``docs/results/lab/<entry>/summary.json``,
+    ``experiments.lab``): its setting, start, end, gain with both intervals, and cost."""
+    table_rows = []
+    for summary in lab_summaries():
+        by_seed, by_task = summary["gain_by_seed"], summary["gain_by_task"]
+        setting = ", ".join(f"{key}={value}" for key, value in summary["env_config"].items()) or "defaults"
+        tiny = "tiny VLM" if "Vision" in summary["env"] else "tiny LM"
+        steps = summary["warm_start_steps"]
+        if summary["model"] is None:
+            steps = WARM_START_STEPS.get(summary["env"]) if steps is None else steps
+        model = f"{summary['model'] or tiny} ({steps or 0})"
+        intervals = [_interval(by_seed)] + ([_interval(by_task)] if by_task else [])
+        wall = summary["wall_minutes"]
+        table_rows.append(
+            [
+                f"`{summary['entry']}`",
+                f"{summary['env']}: {setting}",
+                model,
+                str(len(summary["seeds"])),
+                over_seeds(summary["before"]),
+                f"{over_seeds(summary['after'])} after {summary['iterations'][-1]} iterations",
+                f"{points(100 * summary['gain'])} ({'; '.join(intervals)})",
+                "**yes**" if summary["gains_with_power"] else "not yet",
+                f"{wall['mean']:.1f}",
+                f"[report](docs/results/lab/{summary['entry']}/README.md)",
+            ]
+        )
+    return table_rows
+
+
+def lab_summaries() -> list[dict[str, Any]]:
+    """The learning lab's records (``docs/results/lab/<entry>/summary.json``), by entry name."""
+    return [json.loads(path.read_text()) for path in sorted((RESULTS / "lab").glob("*/summary.json"))]
+
+
+def _interval(test: Significance) -> str:
+    """A gain's 95% interval in points, ``+5.1 to +18.2``, or n/a."""
+    low, high = test.get("difference_ci95_low"), test.get("difference_ci95_high")
+    return "n/a" if low is None else f"{100 * low:+.1f} to {100 * high:+.1f}"
+
+
+def lab_table() -> str:
+    """The learning lab's block as README.md holds it, the markers included."""
+    body = ("| " + " | ".join(row) + " |" for row in lab_rows())
+    return "\n".join([LAB_BEGIN, *LAB_HEADER, *body, LAB_END])
+
+
 def table() -> str:
     """The per-env block as README.md holds it, the markers included."""
     table_rows, families = rows()
@@ -736,7 +820,8 @@ def replay_table() -> str:
 def with_table(readme: str) -> str:
     """``readme`` with the blocks between the markers replaced by :func:`table` and :func:`replay_table`.
     ValueError when a block's markers are not there once each, in order."""
-    for begin, end, block in ((BEGIN, END, table), (REPLAY_BEGIN, REPLAY_END, replay_table)):
+    blocks = ((LAB_BEGIN, LAB_END, lab_table), (BEGIN, END, table), (REPLAY_BEGIN, REPLAY_END, replay_table))
+    for begin, end, block in blocks:
         start, stop = readme.find(begin), readme.find(end)
         if readme.count(begin) != 1 or readme.count(end) != 1 or stop < start:
             raise ValueError(f"README.md must hold the lines {begin!r} and {end!r} once each, in that order")

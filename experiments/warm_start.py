@@ -17,6 +17,10 @@ model after each of those step counts: the way ``algorithms.warm_start.WARM_STAR
     python -m experiments.warm_start --env freshrl/Sokoban-v0 --seeds 64
     python -m experiments.warm_start --env freshrl/Math-v0 --calibrate 100,200,400
     python -m experiments.warm_start --env mymodule:ns/Name-v0 --steps 50 --seeds 16   # an env of one's own
+    python -m experiments.warm_start --env freshrl/Sokoban-v0 --env-config '{"max_solution_length": 4}'
+
+``--env-config`` (JSON, ``gymnasium.make``'s kwargs) replaces the settings file's ``env_config`` for the
+demonstrations and the evaluation alike: how a lab entry's easier setting is measured.
 """
 
 from __future__ import annotations
@@ -56,15 +60,28 @@ def line(metrics: dict[str, Any]) -> str:
 
 @contextmanager
 def evaluation_algo(
-    env_id: str, base: Path, *, tasks: int, samples: int, seed: int, model: str | None
+    env_id: str,
+    base: Path,
+    *,
+    tasks: int,
+    samples: int,
+    seed: int,
+    model: str | None,
+    env_config: dict[str, Any] | None = None,
 ) -> Iterator[Any]:
     """A DAPO algorithm for ``env_id`` with the architecture of ``base`` (one vLLM engine), evaluating
-    ``tasks`` validation tasks x ``samples``; its weights are replaced by :func:`measure`."""
+    ``tasks`` validation tasks x ``samples`` (with ``env_config``, else the settings file's); its weights
+    are replaced by :func:`measure`."""
+    import dataclasses
+
     from experiments.common.run_config import build_config, settings_for
 
+    settings = settings_for(env_id, model=model)
+    if env_config is not None:
+        settings = dataclasses.replace(settings, env_config=env_config)
     keys = {"model_path": str(base), "seed": seed}
     keys |= {"evaluation_num_tasks": tasks, "evaluation_samples_per_task": samples}
-    algo = build_config(settings_for(env_id, model=model), keys).build_algo()
+    algo = build_config(settings, keys).build_algo()
     try:
         yield algo
     finally:
@@ -84,7 +101,14 @@ def measure(algo, state_dict: dict[str, torch.Tensor]) -> dict[str, Any]:
 
 
 def report(
-    env_id: str, algo, base: Path, seed: int, lr: float, skip_base: bool, steps: int | None = None
+    env_id: str,
+    algo,
+    base: Path,
+    seed: int,
+    lr: float,
+    skip_base: bool,
+    steps: int | None = None,
+    env_config: dict[str, Any] | None = None,
 ) -> None:
     from algorithms.warm_start import MissingOracleError, load_model, warm_started_path
     from models.tiny import BUILD_INFO_FILE
@@ -94,7 +118,7 @@ def report(
         print(f"{env_id:<28} base model          {line(result)}", flush=True)
     start = time.perf_counter()
     try:
-        path = warm_started_path(env_id, base=base, seed=seed, lr=lr, steps=steps)
+        path = warm_started_path(env_id, base=base, seed=seed, lr=lr, steps=steps, env_config=env_config)
     except MissingOracleError as error:
         raise SystemExit(f"warm_start: {error}") from None
     build = json.loads((path / BUILD_INFO_FILE).read_text())
@@ -119,12 +143,20 @@ def _base_path(env_id: str, seed: int, model: str | None) -> Path:
     return Path(resolve_model_path(model, seed=seed))
 
 
-def calibrate(env_id: str, algo, base: Path, seed: int, checkpoints: list[int], lr: float) -> None:
+def calibrate(
+    env_id: str,
+    algo,
+    base: Path,
+    seed: int,
+    checkpoints: list[int],
+    lr: float,
+    env_config: dict[str, Any] | None = None,
+) -> None:
     from algorithms.warm_start import DEFAULT_DEMOS, demonstrations, fine_tune, load_model
     from models.chat import ChatRenderer
 
     renderer = ChatRenderer(base)
-    demos = demonstrations(env_id, renderer, DEFAULT_DEMOS)
+    demos = demonstrations(env_id, renderer, DEFAULT_DEMOS, env_config)
     model = load_model(base)
     start_wall, start_cpu = time.perf_counter(), time.process_time()
 
@@ -171,6 +203,13 @@ def main(argv: list[str] | None = None) -> None:
         default=None,
         help="warm-start steps (default: algorithms.warm_start's per-env value)",
     )
+    parser.add_argument(
+        "--env-config",
+        type=json.loads,
+        default=None,
+        help="JSON kwargs of gymnasium.make for the demonstrations and the evaluation (default: the settings "
+        "file's env_config)",
+    )
     parser.add_argument("--calibrate", default=None, help="comma-separated step counts to measure instead")
     parser.add_argument(
         "--lr",
@@ -190,12 +229,13 @@ def main(argv: list[str] | None = None) -> None:
         base = _base_path(env_id, args.seed, args.model)
         lr = recipe_for(base).lr if args.lr is None else args.lr
         evaluation = {"tasks": args.seeds, "samples": args.group_size, "seed": args.seed, "model": args.model}
+        evaluation["env_config"] = args.env_config
         with evaluation_algo(env_id, base, **evaluation) as algo:
             if args.calibrate:
                 checkpoints = sorted(int(s) for s in args.calibrate.split(","))
-                calibrate(env_id, algo, base, args.seed, checkpoints, lr)
+                calibrate(env_id, algo, base, args.seed, checkpoints, lr, args.env_config)
             else:
-                report(env_id, algo, base, args.seed, lr, args.skip_base, args.steps)
+                report(env_id, algo, base, args.seed, lr, args.skip_base, args.steps, args.env_config)
 
 
 if __name__ == "__main__":

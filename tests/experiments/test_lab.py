@@ -116,8 +116,18 @@ def test_runs_evaluated_at_other_iterations_or_tasks_are_not_mixed():
 def test_a_curve_outside_the_band_is_named_by_its_iterations():
     runs = [synthetic_run(seed, [[0, 0, 0, 0, 0, seed % 2], [1, 1, 1, 0, 0, seed % 2]]) for seed in range(4)]
     summary = lab_report.summarize("x", runs)
-    assert lab_report.outside_band(summary, summary["band"]["mean"]) == []
-    assert lab_report.outside_band(summary, [0.9, 0.0]) == [0, 10]
+    assert lab_report.outside_band(summary["band"], summary["band"]["mean"]) == []
+    assert lab_report.outside_band(summary["band"], [0.9, 0.5]) == [0]
+    band = {"iteration": [0, 10], "low": [0.1, 0.2], "high": [0.3, 0.4]}
+    assert lab_report.outside_band(band, [0.1, 0.41]) == [10] and lab_report.outside_band(band, [0.3, 0.2]) == []
+    wider = lab_report.band_of([0, 10], list(summary["curves"].values()), 0.99)
+    assert wider["low"][1] < summary["band"]["low"][1] and wider["high"][1] > summary["band"]["high"][1]
+
+
+def test_leave_one_out_counts_the_seeds_outside_the_band_of_the_others():
+    curves = [[0.0, 0.3], [0.0, 0.31], [0.0, 0.29], [0.0, 0.30], [0.0, 0.9]]
+    assert lab_report.leave_one_out([0, 10], curves, 0.95) == 1  # the last seed, far from the others
+    assert lab_report.leave_one_out([0, 10], curves[:2], 0.95) is None
 
 
 def test_every_lab_entry_is_an_on_policy_run_evaluated_inside_training():
@@ -176,7 +186,7 @@ def test_run_trains_missing_seeds_resumes_and_check_tests_a_new_seed(lab_dirs, m
     assert lab.main(["check", "tiny", "--output", str(check)]) is False
     assert trained[-1] == 3  # the first seed the record lacks
     out = capsys.readouterr().out
-    assert "OUTSIDE the recorded band at iterations [10]" in out
+    assert "OUTSIDE the 95% band of the recorded seeds at iterations [10]" in out
     assert json.loads((check / "check.json").read_text())["outside_band_at"] == [10]
 
     assert lab.main(["check", "tiny", "--seed", "1", "--output", str(lab_dirs / "again")]) is True
