@@ -119,9 +119,10 @@ def test_a_curve_outside_the_band_is_named_by_its_iterations():
     assert lab_report.outside_band(summary["band"], summary["band"]["mean"]) == []
     assert lab_report.outside_band(summary["band"], [0.9, 0.5]) == [0]
     band = {"iteration": [0, 10], "low": [0.1, 0.2], "high": [0.3, 0.4]}
-    assert lab_report.outside_band(band, [0.1, 0.41]) == [10] and lab_report.outside_band(band, [0.3, 0.2]) == []
+    assert lab_report.outside_band(band, [0.1, 0.41]) == [10]
+    assert lab_report.outside_band(band, [0.3, 0.2]) == []
     wider = lab_report.band_of([0, 10], list(summary["curves"].values()), 0.99)
-    assert wider["low"][1] < summary["band"]["low"][1] and wider["high"][1] > summary["band"]["high"][1]
+    assert wider["low"][1] < summary["band"]["low"][1]  # (the high ends are both clipped at 1)
 
 
 def test_leave_one_out_counts_the_seeds_outside_the_band_of_the_others():
