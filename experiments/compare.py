@@ -8,9 +8,11 @@ instead (the keys ``--set`` takes, each value read as ``--set`` reads it), each 
     python -m experiments.compare --envs freshrl/Sokoban-v0 --arms advantage_estimator=episode,gigpo --seeds 3
 
 For every (seed, env, arm) it builds DAPO with ``experiments.common.run_config.build_config`` (the env's
-settings file, then the options of ``experiments.sweep``: ``--model``, by default the tiny model warm-started
+settings file, or ``--settings FILE`` whose env is then the one compared, then the options of
+``experiments.sweep``: ``--model``, by default the tiny model warm-started
 on the env; ``--algorithm``, ``--scale``, ``--set key=value`` and the workload options; then the arm's keys;
-3 iterations evaluated every iteration on 16 tasks unless the options say otherwise), measures validation
+without ``--settings``, 3 iterations evaluated every iteration on 16 tasks unless the options say
+otherwise), measures validation
 success before training (``DAPO.evaluate_policy``) and inside training every ``--eval-every`` iterations
 (RLlib's ``evaluation_interval``; the last iteration always), then stops the algorithm. Validation success is
 the mean success of ``--eval-samples`` episode(s) on each of the first ``--eval-tasks`` tasks of the

@@ -447,3 +447,13 @@ def test_the_papers_effect_in_proportion_by_hand():
     assert proportional_effect("freshrl/Sokoban-v0", "on_policy", 0.1) is None
     assert proportional_effect("freshrl/NQSearch-v0", "freshper", 0.1) is None
     assert proportional_effect("freshrl/NQSearchTools-v0", "on_policy", 0.1) is None
+
+
+def test_a_settings_file_names_the_env_compared(capsys):
+    settings = "experiments/settings/lab/sokoban_short.yaml"
+    args = compare.parse_args(["--settings", settings, "--modes", "on_policy"])
+    assert args.envs == ["freshrl/Sokoban-v0"] and args.run.iterations == 40  # the file's, not the quick 3
+    assert args.arm_configs[0].env_config["max_solution_length"] == 4
+    with pytest.raises(SystemExit):
+        compare.parse_args(["--settings", settings, "--envs", "freshrl/Sokoban-v0", "freshrl/Math-v0"])
+    assert "--settings describes one env's runs" in capsys.readouterr().err

@@ -136,7 +136,9 @@ def test_every_lab_entry_is_an_on_policy_run_evaluated_inside_training():
     for name, path in lab.entries().items():
         config = build_config(load_settings(path))
         assert config.replay_mode == "on_policy", name
-        assert config.evaluation_interval and config.evaluation_num_tasks >= 256, name
+        assert config.evaluation_interval, name
+        # An entry measures its zone on >= 256 tasks; a quick entry is a check of the test suite.
+        assert config.evaluation_num_tasks >= (128 if name.endswith("_quick") else 256), name
 
 
 @pytest.fixture

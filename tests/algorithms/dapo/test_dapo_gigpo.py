@@ -227,6 +227,17 @@ def test_dynamic_sampling_keeps_a_tied_group_with_step_signal_under_gigpo_only()
             assert sampler.is_informative(gigpo) is keeps
             # Episode advantages leave Eq. 11 as it is: the tied group is dropped under either estimator.
             assert not sampler.is_informative(episodic)
+        # The ablation compared against it: GiGPO's advantages, the episode-outcome filter alone.
+        ablation = ADVANTAGE_ESTIMATOR_REGISTRY.get(
+            "experiments.ablations.gigpo_episode_filter:gigpo_episode_filter"
+        )(config)
+        assert ablation.advantages(gigpo, np.zeros(2)).turns == estimator_turns(gigpo, config)
+        sampler = DynamicSampler(1, 1, filter_groups=True, metric=metric, also_keep=ablation.also_keep)
+        assert not sampler.is_informative(gigpo)
+
+
+def estimator_turns(group: list[Trajectory], config: DAPOConfig) -> list[list[float]] | None:
+    return ADVANTAGE_ESTIMATOR_REGISTRY.get("gigpo")(config).advantages(group, np.zeros(len(group))).turns
 
 
 def test_a_group_without_a_shared_state_has_no_step_signal():

@@ -1,0 +1,36 @@
+"""The learning lab, trained for real: one seed more than an entry's record, whose curve must fall inside the
+99% band of the recorded seeds (docs/learning_lab.md, "The quick entry in `make test`"): the quick entry in
+`make test`, the FrozenLake entry (3 minutes) in the slow tier."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from experiments import lab
+
+COVERAGE = 0.99  # a false-failure rate of at most 1% where the band's assumptions hold
+
+
+def test_the_quick_entry_learns_inside_its_recorded_band(tmp_path, ray_session, capsys):
+    record = json.loads((lab.LAB_RESULTS / "frozen_lake_quick" / "summary.json").read_text())
+    assert len(record["seeds"]) >= 20, "the band is set from at least 20 seeds"
+    # Measured: how many recorded seeds leave the 99% band of the others.
+    assert record["band_leave_one_out"][str(COVERAGE)] <= 1
+    check_a_new_seed("frozen_lake_quick", record, tmp_path, capsys)
+
+
+@pytest.mark.slow
+def test_the_frozen_lake_entry_learns_inside_its_recorded_band(tmp_path, ray_session, capsys):
+    record = json.loads((lab.LAB_RESULTS / "frozen_lake" / "summary.json").read_text())
+    check_a_new_seed("frozen_lake", record, tmp_path, capsys)
+
+
+def check_a_new_seed(entry: str, record: dict, tmp_path, capsys) -> None:
+    inside = lab.check_entry(entry, None, tmp_path, ["check", entry], COVERAGE)
+    out = capsys.readouterr().out
+    check = json.loads((tmp_path / "check.json").read_text())
+    assert check["seed"] == max(record["seeds"]) + 1
+    assert len(check["curve"]) == len(record["band"]["iteration"])
+    assert inside, out
