@@ -92,13 +92,15 @@ def write_report(
     return summary
 
 
-def run_entry(name: str, seeds: int, report_only: bool = False) -> dict[str, Any]:
-    """Trains the entry's missing seeds in turn (unless ``report_only``) and writes its report after each."""
-    output = LAB_RESULTS / name
+def run_entry(name: str, seeds: int, report_only: bool = False, root: Path | None = None) -> dict[str, Any]:
+    """Trains the entry's missing seeds in turn (unless ``report_only``) and writes its report after each, in
+    ``root/<name>`` (default: the lab's records, :data:`LAB_RESULTS`)."""
+    output = (root or LAB_RESULTS) / name
     args = comparison_args(name, seeds, output)
     args.report_only = report_only
     # The command that trains this entry's runs, whichever of run and report wrote the files.
-    record = provenance(PROG, ["run", name, "--seeds", str(seeds)])
+    where = [] if root is None else ["--output", str(root)]
+    record = provenance(PROG, ["run", name, "--seeds", str(seeds), *where])
     record["report_only"] = report_only
     comparison = load_comparison(args, output)
     summary = None
@@ -211,6 +213,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     run = commands.add_parser("run", help="train an entry's missing seeds and write its report")
     run.add_argument("entries", nargs="*", default=["all"], help="entry names, or all (default)")
     run.add_argument("--seeds", type=int, default=DEFAULT_SEEDS, help="seeds 0..n-1 (default %(default)s)")
+    run.add_argument(
+        "--output",
+        type=Path,
+        default=None,
+        help="the folder of the entries' folders (default docs/results/lab)",
+    )
     report = commands.add_parser("report", help="rewrite an entry's report from its saved runs")
     report.add_argument("entries", nargs="*", default=["all"], help="entry names, or all (default)")
     report.add_argument("--seeds", type=int, default=DEFAULT_SEEDS, help="seeds 0..n-1 (default %(default)s)")
@@ -249,7 +257,7 @@ def main(argv: list[str] | None = None) -> Any:
             sys.exit(0 if inside else 1)
         return inside
     return {
-        name: run_entry(name, args.seeds, report_only=args.command == "report")
+        name: run_entry(name, args.seeds, args.command == "report", getattr(args, "output", None))
         for name in args.entries
     }
 

@@ -84,8 +84,8 @@ LAB_BEGIN = (
 LAB_END = "<!-- /lab-table -->"
 LAB_HEADER = [
     "| entry | env setting | model (warm-start steps) | seeds | start | after | "
-    "gain (95% interval by seed; by task) | gains with power? | minutes a run | details |",
-    "|---|---|---|---|---|---|---|---|---|---|",
+    "gain (95% interval by seed; by task) | gains with power? | details |",
+    "|---|---|---|---|---|---|---|---|---|",
 ]
 
 REPLAY_BEGIN = (
@@ -753,7 +753,6 @@ def lab_rows() -> list[list[str]]:
             steps = WARM_START_STEPS.get(summary["env"]) if steps is None else steps
         model = f"{summary['model'] or tiny} ({steps or 0})"
         intervals = [_interval(by_seed)] + ([_interval(by_task)] if by_task else [])
-        wall = summary["wall_minutes"]
         table_rows.append(
             [
                 f"`{summary['entry']}`",
@@ -764,7 +763,6 @@ def lab_rows() -> list[list[str]]:
                 f"{over_seeds(summary['after'])} after {summary['iterations'][-1]} iterations",
                 f"{points(100 * summary['gain'])} ({'; '.join(intervals)})",
                 "**yes**" if summary["gains_with_power"] else "not yet",
-                f"{wall['mean']:.1f}",
                 f"[report](docs/results/lab/{summary['entry']}/README.md)",
             ]
         )
@@ -773,7 +771,7 @@ def lab_rows() -> list[list[str]]:
 
 def lab_summaries() -> list[dict[str, Any]]:
     """The learning lab's records (``docs/results/lab/<entry>/summary.json``), by entry name."""
-    return [json.loads(path.read_text()) for path in sorted((RESULTS / "lab").glob("*/summary.json"))]
+    return [load(str(path.relative_to(RESULTS))) for path in sorted((RESULTS / "lab").glob("*/summary.json"))]
 
 
 def _interval(test: Significance) -> str:

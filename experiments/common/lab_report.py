@@ -98,6 +98,8 @@ def summarize(entry: str, runs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         "after": mean_over_seeds(after),
         "peak": mean_over_seeds([run["peak"] for run in runs]),
         "gain": gain,
+        # The gain as a figure over seeds, each seed's own after - before (what a claim re-checks).
+        "gain_over_seeds": mean_over_seeds([b - a for a, b in zip(before, after, strict=True)]),
         "gain_by_seed": by_seed,
         "gain_by_task": by_task,
         "in_zone": ZONE[0] <= start <= ZONE[1],
