@@ -283,3 +283,15 @@ def test_the_recipe_follows_the_base(tmp_path):
     assert recipe_for(tmp_path) == PRETRAINED_RECIPE
     assert TINY_RECIPE.steps_for(FROZEN_LAKE) == 400 and PRETRAINED_RECIPE.steps_for(FROZEN_LAKE) == 60
     assert PRETRAINED_RECIPE.lr < TINY_RECIPE.lr
+
+
+def test_demonstrations_are_played_in_the_runs_env_setting(lm_path: Path):
+    renderer = ChatRenderer(lm_path)
+    default = demonstrations(FROZEN_LAKE, renderer, 2)
+    assert [d.token_ids for d in demonstrations(FROZEN_LAKE, renderer, 2, {"size": 4})] == [
+        d.token_ids for d in default
+    ]  # the env's defaults spelled out: the same episodes, so the same cached model
+    larger = demonstrations(FROZEN_LAKE, renderer, 2, {"size": 6})
+    text = renderer.tokenizer.decode(larger[0].token_ids)
+    assert [d.token_ids for d in larger] != [d.token_ids for d in default]
+    assert text.count("\n") > renderer.tokenizer.decode(default[0].token_ids).count("\n")  # a 6x6 map

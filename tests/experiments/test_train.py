@@ -109,7 +109,8 @@ def test_warm_start_options(monkeypatch):
     chosen = []
     monkeypatch.setattr(
         "algorithms.warm_start.warm_started_path",
-        lambda env, steps, base=None: chosen.append((env, base, steps)) or f"/warm-{base}-{steps}",
+        lambda env, steps, env_config, base=None: chosen.append((env, base, steps, env_config))
+        or f"/warm-{base}-{steps}",
     )
     monkeypatch.setattr("algorithms.warm_start.tiny_base_path", lambda env: f"/base-{env}")
     assert starting_model(RunSettings(env="e", warm_start_steps=7)) == "/warm-None-7"
@@ -117,13 +118,16 @@ def test_warm_start_options(monkeypatch):
     assert starting_model(RunSettings(env="e", model="smollm2")) == "smollm2"  # as it is
     assert starting_model(RunSettings(env="e", model="smollm2", warm_start_steps=0)) == "smollm2"
     assert starting_model(RunSettings(env="e", model="smollm2", warm_start_steps=60)) == "/warm-smollm2-60"
-    assert chosen == [("e", None, 7), ("e", "smollm2", 60)]
+    assert chosen == [("e", None, 7, {}), ("e", "smollm2", 60, {})]
+    # The demonstrations are episodes of the run's env setting.
+    starting_model(RunSettings(env="e", env_config={"size": 5}))
+    assert chosen[-1] == ("e", None, None, {"size": 5})
 
 
 def test_an_env_without_oracle_stops_train_with_the_contract(monkeypatch):
     from algorithms.warm_start import MissingOracleError
 
-    def missing(env, steps):
+    def missing(env, steps, env_config):
         raise MissingOracleError("x: needs oracle_responses()")
 
     monkeypatch.setattr("algorithms.warm_start.warm_started_path", missing)
