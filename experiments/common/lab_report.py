@@ -35,9 +35,10 @@ from experiments.common.significance import (
 # held-out success, and a gain of at least 10 points whose 95% intervals (by seed and by task) exclude zero.
 ZONE = (0.15, 0.50)
 MIN_GAIN = 0.10
-# The coverages of the band a re-run is checked against: 95% for a person's check, 99% for the test suite's
-# (a false-failure rate <= 1%).
-CHECK_COVERAGES = (0.95, 0.99)
+# The coverages of the band a re-run is checked against: 95% for a person's check, 99.5% for the test suite's
+# (a false-failure rate <= 1%, with room for the t band's thin tails on rates that move in steps of 1/tasks:
+# on the quick entry's 20 seeds, 2 left the 99% band of the others, barely; none the 99.5% one).
+CHECK_COVERAGES = (0.95, 0.99, 0.995)
 
 
 def curve_of(run: Mapping[str, Any]) -> tuple[list[int], list[float]]:

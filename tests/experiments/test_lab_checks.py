@@ -1,5 +1,5 @@
 """The learning lab, trained for real: one seed more than an entry's record, whose curve must fall inside the
-99% band of the recorded seeds (docs/learning_lab.md, "The quick entry in `make test`"): the quick entry in
+99.5% band of the recorded seeds (docs/learning_lab.md, "The quick entry in `make test`"): the quick entry in
 `make test`, the FrozenLake entry (3 minutes) in the slow tier."""
 
 from __future__ import annotations
@@ -10,14 +10,14 @@ import pytest
 
 from experiments import lab
 
-COVERAGE = 0.99  # a false-failure rate of at most 1% where the band's assumptions hold
+COVERAGE = 0.995  # a false-failure rate under 1% (lab_report.CHECK_COVERAGES says why not 0.99)
 
 
 def test_the_quick_entry_learns_inside_its_recorded_band(tmp_path, ray_session, capsys):
     record = json.loads((lab.LAB_RESULTS / "frozen_lake_quick" / "summary.json").read_text())
     assert len(record["seeds"]) >= 20, "the band is set from at least 20 seeds"
-    # Measured: how many recorded seeds leave the 99% band of the others.
-    assert record["band_leave_one_out"][str(COVERAGE)] <= 1
+    # Measured: no recorded seed leaves the band of the others at this coverage.
+    assert record["band_leave_one_out"][str(COVERAGE)] == 0
     check_a_new_seed("frozen_lake_quick", record, tmp_path, capsys)
 
 
