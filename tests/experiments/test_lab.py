@@ -189,7 +189,7 @@ def test_run_trains_missing_seeds_resumes_and_check_tests_a_new_seed(lab_dirs, m
     assert lab.main(["check", "tiny", "--output", str(check)]) is False
     assert trained[-1] == 3  # the first seed the record lacks
     out = capsys.readouterr().out
-    assert "OUTSIDE the 95% band of the recorded seeds at iterations [10]" in out
+    assert "OUTSIDE: the curve leaves the 95% band of the recorded seeds at [10]" in out
     assert json.loads((check / "check.json").read_text())["outside_band_at"] == [10]
 
     assert lab.main(["check", "tiny", "--seed", "1", "--output", str(lab_dirs / "again")]) is True
