@@ -108,6 +108,10 @@ def summarize(entry: str, runs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         "band": band_of(iterations, curves),
         # Seeds outside the band of the others, per coverage: how often a check at it fails a sound run.
         "band_leave_one_out": {str(c): leave_one_out(iterations, curves, c) for c in CHECK_COVERAGES},
+        # The same for the changes from each seed's start (a check on another CPU kind).
+        "changes_leave_one_out": {
+            str(c): leave_one_out(*changes(iterations, curves), c, clip=False) for c in CHECK_COVERAGES
+        },
         "curves": {str(run["seed"]): curve for run, curve in zip(runs, curves, strict=True)},
         "diagnostics": learning_diagnostics.cell_diagnostics(runs),
         "wall_minutes": measured_range([run["wall_s"] / 60 for run in runs]),
@@ -116,11 +120,14 @@ def summarize(entry: str, runs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     }
 
 
-def band_of(iterations: Sequence[int], curves: Sequence[Sequence[float]], coverage: float = 0.95) -> dict:
+def band_of(
+    iterations: Sequence[int], curves: Sequence[Sequence[float]], coverage: float = 0.95, clip: bool = True
+) -> dict:
     """The band over seeds' ``curves`` (:func:`prediction_band`) at ``coverage``, with its ``iteration``s,
-    clipped to [0, 1] (success rates: clipping moves no rate across it)."""
+    clipped to [0, 1] where ``clip`` (success rates: clipping moves no rate across it; changes of a rate are
+    not clipped)."""
     band = {"iteration": list(iterations), **prediction_band(curves, coverage)}
-    if band["low"] is not None:
+    if clip and band["low"] is not None:
         band["low"] = [max(0.0, value) for value in band["low"]]
         band["high"] = [min(1.0, value) for value in band["high"]]
     return band
@@ -141,16 +148,24 @@ def outside_band(band: Mapping[str, Any], curve: Sequence[float]) -> list[int]:
 
 
 def leave_one_out(
-    iterations: Sequence[int], curves: Sequence[Sequence[float]], coverage: float
+    iterations: Sequence[int], curves: Sequence[Sequence[float]], coverage: float, clip: bool = True
 ) -> int | None:
     """How many of the seeds' curves leave the band of the other seeds at ``coverage``: the measured
     false-failure count of a check at that coverage (None under 3 seeds: no band from the others)."""
     if len(curves) < 3:
         return None
     return sum(
-        bool(outside_band(band_of(iterations, [*curves[:i], *curves[i + 1 :]], coverage), curve))
+        bool(outside_band(band_of(iterations, [*curves[:i], *curves[i + 1 :]], coverage, clip), curve))
         for i, curve in enumerate(curves)
     )
+
+
+def changes(
+    iterations: Sequence[int], curves: Sequence[Sequence[float]]
+) -> tuple[list[int], list[list[float]]]:
+    """Each curve's change from its own start, at the iterations after the start: what a check compares
+    across CPU kinds, where the start moves (the warm start lands on another model) but the gain does not."""
+    return list(iterations[1:]), [[value - curve[0] for value in curve[1:]] for curve in curves]
 
 
 def markdown(summary: Mapping[str, Any], record: Mapping[str, Any], settings_file: str) -> str:

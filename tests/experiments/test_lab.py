@@ -195,6 +195,15 @@ def test_run_trains_missing_seeds_resumes_and_check_tests_a_new_seed(lab_dirs, m
     assert lab.main(["check", "tiny", "--seed", "1", "--output", str(lab_dirs / "again")]) is True
     assert "the recorded seed 1 is reproduced exactly" in capsys.readouterr().out
 
+    # On another CPU kind the start may move: each curve's change from its own start is compared.
+    other = {**lab.machine(), "cpu_model": "Another CPU", "cpu_flags": ["avx2"]}
+    monkeypatch.setattr(lab, "machine", lambda: other)
+    outcomes[4] = [[1, 1, 1, 0, 0, 0], [1, 1, 1, 1, 1, 1]]  # starts 2 tasks higher, gains like seed 0
+    assert lab.main(["check", "tiny", "--seed", "4", "--output", str(lab_dirs / "other")]) is True
+    out = capsys.readouterr().out
+    assert "the start moves between CPU kinds" in out and "inside: the curve's change from its start" in out
+    assert json.loads((lab_dirs / "other" / "check.json").read_text())["compared"] == "change from the start"
+
 
 def test_unknown_entries_and_missing_records_name_the_fix(lab_dirs):
     with pytest.raises(SystemExit, match=r"no lab entry 'nope'; the entries are \['tiny'\]"):

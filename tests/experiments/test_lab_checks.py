@@ -18,6 +18,7 @@ def test_the_quick_entry_learns_inside_its_recorded_band(tmp_path, ray_session, 
     assert len(record["seeds"]) >= 20, "the band is set from at least 20 seeds"
     # Measured: no recorded seed leaves the band of the others at this coverage.
     assert record["band_leave_one_out"][str(COVERAGE)] == 0
+    assert record["changes_leave_one_out"][str(COVERAGE)] == 0  # the check on another CPU kind
     check_a_new_seed("frozen_lake_quick", record, tmp_path, capsys)
 
 
