@@ -535,23 +535,23 @@ def lab_env_rows(gains: Family) -> list[tuple[str, list[Cell]]]:
     tested by seed (the paired t-test over the entry's seeds), joining ``gains``, beside its intervals. Quick
     entries (``*_quick``, the test suite's checks) measure no env and are left to the lab's table."""
     found = []
-    for row, summary in zip(lab_rows(), lab_summaries(), strict=True):
+    for summary in lab_summaries():
         if summary["entry"].endswith("_quick"):
             continue
         name = summary["env"].split("/")[-1].removesuffix("-v0")
-        entry, setting, model, seeds, start, after, intervals = row[:7]
+        cells = _lab_cells(summary)
         seed_gain = gain(gains, summary["gain_by_seed"])
-        cells: list[Cell] = [
+        row: list[Cell] = [
             name,
-            f"{model}, {seeds} seeds, lab entry {entry}; env {setting.split(': ', 1)[1]}",
-            start,
-            after,
-            lambda seed_gain=seed_gain, intervals=intervals: (
-                f"{seed_gain()}; 95% intervals by seed and by task: {intervals.split('(', 1)[1].rstrip(')')}"
+            f"{cells['model']}, {cells['seeds']} seeds, lab entry {cells['entry']}; env {cells['setting']}",
+            cells["start"],
+            cells["after"],
+            lambda seed_gain=seed_gain, intervals=cells["intervals"]: (
+                f"{seed_gain()}; 95% intervals by seed and by task: {intervals}"
             ),
-            row[-1],
+            cells["details"],
         ]
-        found.append((name, cells))
+        found.append((name, row))
     return found
 
 
@@ -745,31 +745,44 @@ def _families(families: list[Family]) -> list[str]:
 
 def lab_rows() -> list[list[str]]:
     """One row per learning-lab entry with a record (``docs/results/lab/<entry>/summary.json``,
-    ``experiments.lab``): its setting, start, end, gain with both intervals, and cost."""
+    ``experiments.lab``): its setting, start, end, and gain with both intervals."""
     table_rows = []
     for summary in lab_summaries():
-        by_seed, by_task = summary["gain_by_seed"], summary["gain_by_task"]
-        setting = ", ".join(f"{key}={value}" for key, value in summary["env_config"].items()) or "defaults"
-        tiny = "tiny VLM" if "Vision" in summary["env"] else "tiny LM"
-        steps = summary["warm_start_steps"]
-        if summary["model"] is None:
-            steps = WARM_START_STEPS.get(summary["env"]) if steps is None else steps
-        model = f"{summary['model'] or tiny} ({steps or 0})"
-        intervals = [_interval(by_seed)] + ([_interval(by_task)] if by_task else [])
+        cells = _lab_cells(summary)
         table_rows.append(
             [
-                f"`{summary['entry']}`",
-                f"{summary['env']}: {setting}",
-                model,
-                str(len(summary["seeds"])),
-                over_seeds(summary["before"]),
-                f"{over_seeds(summary['after'])} after {summary['iterations'][-1]} iterations",
-                f"{points(100 * summary['gain'])} ({'; '.join(intervals)})",
+                cells["entry"],
+                f"{summary['env']}: {cells['setting']}",
+                cells["model"],
+                cells["seeds"],
+                cells["start"],
+                cells["after"],
+                f"{points(100 * summary['gain'])} ({cells['intervals']})",
                 "**yes**" if summary["gains_with_power"] else "not yet",
-                f"[report](docs/results/lab/{summary['entry']}/README.md)",
+                cells["details"],
             ]
         )
     return table_rows
+
+
+def _lab_cells(summary: dict[str, Any]) -> dict[str, str]:
+    """What both tables say of a lab entry: its name, env setting, model, seeds, start, end, the gain's
+    intervals (by seed; by task) and the link to its report."""
+    tiny = "tiny VLM" if "Vision" in summary["env"] else "tiny LM"
+    steps = summary["warm_start_steps"]
+    if summary["model"] is None:
+        steps = WARM_START_STEPS.get(summary["env"]) if steps is None else steps
+    by_seed, by_task = summary["gain_by_seed"], summary["gain_by_task"]
+    return {
+        "entry": f"`{summary['entry']}`",
+        "setting": ", ".join(f"{key}={value}" for key, value in summary["env_config"].items()) or "defaults",
+        "model": f"{summary['model'] or tiny} ({steps or 0})",
+        "seeds": str(len(summary["seeds"])),
+        "start": over_seeds(summary["before"]),
+        "after": f"{over_seeds(summary['after'])} after {summary['iterations'][-1]} iterations",
+        "intervals": "; ".join([_interval(by_seed)] + ([_interval(by_task)] if by_task else [])),
+        "details": f"[report](docs/results/lab/{summary['entry']}/README.md)",
+    }
 
 
 def lab_summaries() -> list[dict[str, Any]]:
