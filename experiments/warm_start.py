@@ -19,8 +19,9 @@ model after each of those step counts: the way ``algorithms.warm_start.WARM_STAR
     python -m experiments.warm_start --env mymodule:ns/Name-v0 --steps 50 --seeds 16   # an env of one's own
     python -m experiments.warm_start --env freshrl/Sokoban-v0 --env-config '{"max_solution_length": 4}'
 
-``--env-config`` (JSON, ``gymnasium.make``'s kwargs) replaces the settings file's ``env_config`` for the
-demonstrations and the evaluation alike: how a lab entry's easier setting is measured.
+The demonstrations and the evaluation are played in the settings file's ``env_config``, as training plays
+them (``run_config.starting_model``), so this builds the warm start a run uses; ``--env-config`` (JSON,
+``gymnasium.make``'s kwargs) replaces it for both: how a lab entry's easier setting is measured.
 """
 
 from __future__ import annotations
@@ -224,18 +225,23 @@ def main(argv: list[str] | None = None) -> None:
     start_ray(runtime_env=worker_runtime_env(log_file))
 
     from algorithms.warm_start import recipe_for
+    from experiments.common.run_config import settings_for
 
     for env_id in args.env:
+        # The env setting the run trains on, so that this builds and measures the warm start training uses.
+        env_config = args.env_config
+        if env_config is None:
+            env_config = settings_for(env_id, args.model).env_config
         base = _base_path(env_id, args.seed, args.model)
         lr = recipe_for(base).lr if args.lr is None else args.lr
         evaluation = {"tasks": args.seeds, "samples": args.group_size, "seed": args.seed, "model": args.model}
-        evaluation["env_config"] = args.env_config
+        evaluation["env_config"] = env_config
         with evaluation_algo(env_id, base, **evaluation) as algo:
             if args.calibrate:
                 checkpoints = sorted(int(s) for s in args.calibrate.split(","))
-                calibrate(env_id, algo, base, args.seed, checkpoints, lr, args.env_config)
+                calibrate(env_id, algo, base, args.seed, checkpoints, lr, env_config)
             else:
-                report(env_id, algo, base, args.seed, lr, args.skip_base, args.steps, args.env_config)
+                report(env_id, algo, base, args.seed, lr, args.skip_base, args.steps, env_config)
 
 
 if __name__ == "__main__":
