@@ -242,7 +242,8 @@ class EnvServer:
         max_message_bytes: a longer message or request body is refused and ends the session.
         action_key: the action field holding the response text.
 
-    Raises ``ValueError`` naming the problem when the env cannot be made or is not a text env.
+    Raises ``ValueError`` naming the problem when the env cannot be made, is not a text env or fails its
+    first reset.
     """
 
     def __init__(
@@ -298,8 +299,20 @@ class EnvServer:
                     f"{self.env_id} is a {type(env.unwrapped).__name__}; the server plays text envs, those "
                     f"deriving from envs.base.MultiTurnEnv"
                 )
+            self._first_reset(env)
         finally:
             env.close()
+
+    def _first_reset(self, env: gym.Env) -> None:
+        """The first reset pays one-time compilation (Sokoban's numba searches take seconds on a fresh
+        clone); paying it before serving keeps it out of the first client's reply timeout."""
+        try:
+            env.reset(seed=0)
+        except Exception as exc:
+            raise ValueError(
+                f"{self.env_id} with {self.env_kwargs} fails its first reset: {type(exc).__name__}: {exc}. "
+                f"Fix the env's keyword arguments"
+            ) from exc
 
     def make(self) -> gym.Env:
         return gym.make(self.env_id, **self.env_kwargs)

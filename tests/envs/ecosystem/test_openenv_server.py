@@ -24,6 +24,7 @@ from envs.contract import check_env_contract
 from envs.ecosystem.openenv_client import OpenEnvClientEnv, OpenEnvUnavailable
 from envs.ecosystem.openenv_server import EnvServer, json_safe
 from envs.ecosystem.websocket import OP_CLOSE, OP_PING, WebSocketConnection, WebSocketError, read_frame
+from envs.frozen_lake import FrozenLakeEnv
 from envs.seeds import seeds
 
 FRESHRL_IDS = sorted(env_id for env_id in gym.registry if env_id.startswith("freshrl/"))
@@ -318,6 +319,20 @@ def test_bad_server_arguments_name_the_problem():
         EnvServer("CartPole-v1")
     with pytest.raises(ValueError, match="max_sessions must be an integer >= 1"):
         EnvServer("freshrl/FrozenLake-v0", max_sessions=0)
+
+
+class _ResetFails(FrozenLakeEnv):
+    def reset(self, *, seed=None, options=None):
+        raise RuntimeError("no level for you")
+
+
+def test_an_env_whose_reset_fails_is_refused_before_serving():
+    gym.register("freshrl-test/ResetFails-v0", entry_point=_ResetFails)
+    try:
+        with pytest.raises(ValueError, match="fails its first reset: RuntimeError: no level for you"):
+            EnvServer("freshrl-test/ResetFails-v0")
+    finally:
+        gym.registry.pop("freshrl-test/ResetFails-v0")
 
 
 def test_json_safe_converts_numpy_and_non_finite_values():
