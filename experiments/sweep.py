@@ -47,6 +47,19 @@ trials than the grid plans is headed "Partial: k of n trials finished" and names
 (``summary.json``: ``planned_trials``, ``missing``); only finished trials count in the grid points. Each
 trial's wall time is in the summary (minutes per trial, and per point).
 
+Schedulers, for bigger budgets (``--scheduler``; the default ``fifo`` runs every trial to its last iteration):
+``asha`` stops the trials whose ``evaluation/success`` is below the top quarter's at ASHA's rungs, the first
+after ``--grace-period`` iterations (default a quarter of ``--iterations``). ``pbt`` (synchronous Population
+Based Training; ``--search-alg grid`` or ``random``): every ``--perturbation-interval`` iterations (default
+``--eval-every``) the lowest quarter of the trials continue from the top quarter's checkpoints and settings,
+eps_high moved over the ``--eps-high`` values. Tau is copied, never explored: a checkpoint's FreshPER buffer
+loads under its own tau only. Under PBT all trials are held at once (``--max-concurrent`` does not apply: as
+many run as their resources fit, the others wait paused), they checkpoint at those points only, and the
+summary shows each trial's last settings. ``--min-entropy X`` (any scheduler) stops a trial whose token
+entropy (``learners/train/entropy``) was below X in ``--entropy-patience`` (default 3) consecutive iterations
+that trained (experiments/common/entropy_stopper.py). The summary marks a trial stopped early ``stopped``,
+with the reason: it is not missing, and only trials that ran all their iterations compete for the best.
+
 The trainable is plain ``DAPO``; ``tune.Tuner(DAPO, param_space=config)`` works with any DAPOConfig.
 """
 
@@ -61,13 +74,15 @@ import tempfile
 import time
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ray.rllib.callbacks.callbacks import RLlibCallback
 
 from algorithms.dapo import DAPO, DAPOConfig
 from experiments.common import disk_space, sweep_points
 from experiments.common.checkpoints import check_restorable
+from experiments.common.entropy_stopper import ENTROPY_KEY, STOPPED_EARLY_KEY, EntropyCollapseStopper
+from experiments.common.pbt_checkpoints import KeepCheckpointsToRestore
 from experiments.common.ray_session import start_ray
 from experiments.common.results_json import provenance, write_json
 from experiments.common.run_config import RunSettings, build_config, explain_config
@@ -84,10 +99,24 @@ from experiments.common.sweep_checkpoints import (
 from experiments.common.sweep_points import tau_label
 from experiments.common.workload import add_workload_args, workload_config, workload_settings
 
+if TYPE_CHECKING:
+    from ray.tune import CheckpointConfig, Stopper
+    from ray.tune.schedulers import TrialScheduler
+
 PROG = "python -m experiments.sweep"
 PLOT_NAME = "success-vs-tau.png"
 DEFAULT_TAUS = [50.0, 500.0]
 DEFAULT_EPS_HIGH = [0.2, 0.28]
+SCHEDULERS = ("fifo", "asha", "pbt")
+DEFAULT_ENTROPY_PATIENCE = 3
+# PBT runs synchronously: at each perturbation point every trial is paused (a checkpoint) and the lowest
+# quarter take the top quarter's latest checkpoints, to restore when they next start. A donor writes at most
+# two more (its pause there, where PBT saved it just before; its next pause or its last) before it waits for
+# all the others again or finishes (experiments/common/pbt_checkpoints.py), so keeping 3 deletes none that a
+# clone has yet to restore.
+PBT_CHECKPOINTS_KEPT = 3
+# A trial's status in the summary once Tune is done with it: it ran all its iterations, or was stopped early.
+DONE = ("ok", "stopped")
 # Modes whose sampling depends on tau: a tau sweep is meaningless for the others.
 TAU_MODES = ("freshper", "freshper_poly")
 # Tune searchers backed by optional packages: searcher name -> modules it imports (pip names in the error).
@@ -173,6 +202,38 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         action="store_true",
         help="keep the best finished trial's checkpoint (by default a trial's is deleted when it finishes)",
     )
+    parser.add_argument(
+        "--scheduler",
+        choices=SCHEDULERS,
+        default="fifo",
+        help="Tune's trial scheduler: fifo (all iterations), asha (stops the worst trials at its rungs), pbt "
+        "(population based training over --eps-high)",
+    )
+    parser.add_argument(
+        "--grace-period",
+        type=int,
+        default=None,
+        help="asha: iterations before its first rung (default --iterations // 4, at least 1)",
+    )
+    parser.add_argument(
+        "--perturbation-interval",
+        type=int,
+        default=None,
+        help="pbt: iterations between its exploit/explore steps (default --eval-every)",
+    )
+    parser.add_argument(
+        "--min-entropy",
+        type=float,
+        default=None,
+        help="stop a trial whose token entropy stays below this (default: off)",
+    )
+    parser.add_argument(
+        "--entropy-patience",
+        type=int,
+        default=None,
+        help="consecutive iterations below --min-entropy that stop a trial "
+        f"(default {DEFAULT_ENTROPY_PATIENCE})",
+    )
     add_workload_args(parser)
     args = parser.parse_args(argv)
     for flag, wanted in (("--resume", args.resume), ("--report-only", args.report_only)):
@@ -199,7 +260,69 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         args.config = build_config(args.run)
     except ValueError as error:
         raise SystemExit(f"{PROG}: {error}") from None
+    check_scheduler_options(parser, args)
     return args
+
+
+def check_scheduler_options(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Parser errors, naming the fix, for options of another scheduler or out of range; fills in the defaults
+    of the chosen scheduler's options (they depend on --iterations and --eval-every)."""
+    iterations = args.run.iterations
+    for flag, value, owner in (
+        ("--grace-period", args.grace_period, "asha"),
+        ("--perturbation-interval", args.perturbation_interval, "pbt"),
+    ):
+        if value is not None and args.scheduler != owner:
+            parser.error(
+                f"{flag} is a setting of --scheduler {owner}: add --scheduler {owner}, or leave it out"
+            )
+    if args.min_entropy is not None and not args.min_entropy > 0:
+        parser.error(
+            f"--min-entropy must be > 0 (leave it out to turn early stopping off), got {args.min_entropy}"
+        )
+    if args.entropy_patience is not None and args.min_entropy is None:
+        parser.error("--entropy-patience counts iterations below --min-entropy: give --min-entropy too")
+    if args.entropy_patience is None:
+        args.entropy_patience = DEFAULT_ENTROPY_PATIENCE
+    if args.entropy_patience < 1:
+        parser.error(f"--entropy-patience must be >= 1, got {args.entropy_patience}")
+    if args.scheduler == "asha":
+        if args.grace_period is None:
+            args.grace_period = max(1, iterations // 4)
+        if not 1 <= args.grace_period <= iterations:
+            parser.error(
+                f"--grace-period must be between 1 and --iterations ({iterations}), got {args.grace_period}"
+            )
+    if args.scheduler == "pbt":
+        check_pbt_options(parser, args)
+
+
+def check_pbt_options(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """check_scheduler_options for ``--scheduler pbt``; fills in the default --perturbation-interval."""
+    if args.search_alg not in ("grid", "random"):
+        parser.error(
+            f"--scheduler pbt chooses the next settings itself, and Tune refuses a searcher beside it: give "
+            f"--search-alg grid or random, not {args.search_alg}"
+        )
+    if len(set(args.eps_high)) < 2:
+        parser.error("--scheduler pbt explores eps_high over the --eps-high values: give at least two")
+    if trial_count(args) < 2:
+        parser.error("--scheduler pbt needs a population of at least 2 trials: raise --num-samples")
+    given = args.perturbation_interval is not None
+    interval = args.perturbation_interval if given else args.config.evaluation_interval
+    if not given and not interval:  # None or 0: RLlib never evaluates inside train()
+        parser.error(
+            "--scheduler pbt compares the trials' latest evaluation/success, measured every --eval-every "
+            "iterations: give --eval-every (the default --perturbation-interval) or --perturbation-interval"
+        )
+    if not 1 <= interval < args.run.iterations:
+        flag = "--perturbation-interval" if given else "--eval-every (the default interval)"
+        parser.error(
+            f"{flag} {interval}: PBT's interval must be between 1 and --iterations - 1 "
+            f"({args.run.iterations - 1}), or it never perturbs; give --perturbation-interval or more "
+            "--iterations"
+        )
+    args.perturbation_interval = interval
 
 
 def search_space(args: argparse.Namespace) -> tuple[DAPOConfig, Any, int]:
@@ -238,6 +361,76 @@ def swept_keys(args: argparse.Namespace) -> dict[str, list[Any]]:
     return keys
 
 
+def scheduler_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """The arguments of the Tune scheduler of ``--scheduler`` (none for fifo); the summary records them."""
+    if args.scheduler == "fifo":
+        return {}
+    # The metric goes to the scheduler, not to TuneConfig (see run_sweep); CarryEvaluation puts it in every
+    # result, which Tune requires of a scheduler's metric.
+    common = {"metric": VALIDATION_METRIC, "mode": "max", "time_attr": "training_iteration"}
+    if args.scheduler == "asha":
+        return {**common, "max_t": args.run.iterations, "grace_period": args.grace_period}
+    return {
+        **common,
+        "perturbation_interval": args.perturbation_interval,
+        # eps_high only: a clone's replay buffer is the donor's, prioritised under the donor's tau, and
+        # PrioritizedReplayBuffer.load_state_dict refuses it under another tau (the module docstring).
+        "hyperparam_mutations": {"eps_high": list(args.eps_high)},
+        "synch": True,  # the checkpoint rule of PBT_CHECKPOINTS_KEPT
+    }
+
+
+def make_scheduler(args: argparse.Namespace) -> TrialScheduler | None:
+    """The Tune trial scheduler of ``--scheduler``; None for fifo (Tune's default, FIFOScheduler)."""
+    from ray.tune.schedulers import ASHAScheduler, PopulationBasedTraining
+
+    if args.scheduler == "fifo":
+        return None
+    scheduler = {"asha": ASHAScheduler, "pbt": PopulationBasedTraining}[args.scheduler]
+    return scheduler(**scheduler_settings(args))
+
+
+def stopping_rule(args: argparse.Namespace) -> dict[str, int] | Stopper:
+    """Tune's stop: the sweep's iterations; with ``--min-entropy``, the entropy collapse too."""
+    from ray.tune.stopper import CombinedStopper, FunctionStopper
+
+    last = {"training_iteration": args.run.iterations}
+    if args.min_entropy is None:
+        return last
+    # Tune takes a dict or Stoppers, not both. The iteration limit comes first: a trial that collapses in its
+    # last iteration is finished, not stopped early.
+    return CombinedStopper(
+        FunctionStopper(functools.partial(reached, args.run.iterations)),
+        EntropyCollapseStopper(args.min_entropy, args.entropy_patience),
+    )
+
+
+def reached(iterations: int, trial_id: str, result: dict[str, Any]) -> bool:
+    """Whether a trial's ``result`` is of its last iteration (the stop dict's rule, as a Stopper function)."""
+    return result["training_iteration"] >= iterations
+
+
+def concurrent_trials(args: argparse.Namespace) -> int:
+    """Tune's max_concurrent_trials: --max-concurrent, except under PBT, whose population is the trials that
+    Tune holds at once (it creates no next trial while that many are unfinished, paused ones included): there
+    all trials are held, and as many run at once as their resources fit while the others wait paused."""
+    return trial_count(args) if args.scheduler == "pbt" else args.max_concurrent
+
+
+def checkpoint_config(args: argparse.Namespace) -> CheckpointConfig:
+    """Tune's checkpoint policy: after every iteration, the latest kept (for --resume); under PBT at its
+    perturbation points, the last PBT_CHECKPOINTS_KEPT kept (PBT's clones restore from them)."""
+    from ray import tune
+
+    if args.scheduler == "pbt":
+        return tune.CheckpointConfig(
+            checkpoint_frequency=args.perturbation_interval,
+            checkpoint_at_end=True,
+            num_to_keep=PBT_CHECKPOINTS_KEPT,
+        )
+    return tune.CheckpointConfig(checkpoint_frequency=1, checkpoint_at_end=True, num_to_keep=1)
+
+
 def swept_taus(args: argparse.Namespace) -> list[float]:
     """The values of tau the sweep tries: one only where the replay mode has no age decay."""
     return args.tau if args.config.replay_mode in TAU_MODES else args.tau[:1]
@@ -261,17 +454,23 @@ def planned_trials(args: argparse.Namespace) -> list[tuple[float, float, int]] |
     return grid * (args.num_samples or 1)
 
 
+def trial_count(args: argparse.Namespace) -> int:
+    """The trials the sweep runs: the grid's, or ``--num-samples`` drawn by a searcher."""
+    return len(planned_trials(args) or []) or args.num_samples or 4
+
+
 def missing_trials(args: argparse.Namespace, rows: list[dict[str, Any]]) -> tuple[int, list[str]]:
-    """(trials planned, the planned trials not finished, named by point and seed: ``tau 35, eps_high 0.28,
-    seed 1``; for a searcher the count only)."""
+    """(trials planned, the planned trials not done (finished or stopped early), named by point and seed:
+    ``tau 35, eps_high 0.28, seed 1``; for a searcher, and under PBT, the count only)."""
     finished = Counter(
-        (row["tau"], row["eps_high"], row.get("seed")) for row in rows if row["status"] == "ok"
+        (row["tau"], row["eps_high"], row.get("seed")) for row in rows if row["status"] in DONE
     )
     planned = planned_trials(args)
-    if planned is None:
-        samples = args.num_samples or 4
-        left = samples - sum(finished.values())
-        return samples, [f"{left} trial(s) drawn by {args.search_alg}"] if left > 0 else []
+    # A searcher draws its trials' points, and PBT changes them as it goes: only the count says what is left.
+    if planned is None or args.scheduler == "pbt":
+        left = trial_count(args) - sum(finished.values())
+        drawn = "of the PBT population" if planned else f"drawn by {args.search_alg}"
+        return trial_count(args), [f"{left} trial(s) {drawn}"] if left > 0 else []
     missing = Counter(planned) - finished
     labels = [
         f"tau {tau_label(tau)}, eps_high {eps_high:g}, seed {seed}"
@@ -318,6 +517,7 @@ def run_sweep(args: argparse.Namespace):
         # command's other options are ignored.
         return tune.Tuner.restore(str(folder), trainable=DAPO, restart_errored=True).fit()
     config, searcher, samples = search_space(args)
+    drop = DropFinishedCheckpoints(args.run.iterations, keep_best=args.keep_checkpoints)
     tuner = tune.Tuner(
         DAPO,
         param_space=config,
@@ -325,18 +525,17 @@ def run_sweep(args: argparse.Namespace):
         # searcher gets the metric itself (make_searcher), and summary_markdown picks the best trial.
         tune_config=tune.TuneConfig(
             search_alg=searcher,
+            scheduler=make_scheduler(args),
             num_samples=samples,
-            max_concurrent_trials=args.max_concurrent,
+            max_concurrent_trials=concurrent_trials(args),
         ),
         run_config=tune.RunConfig(
             name=args.name,
             storage_path=str(Path(args.storage_path).resolve()),
-            stop={"training_iteration": args.run.iterations},
-            checkpoint_config=tune.CheckpointConfig(
-                checkpoint_frequency=1, checkpoint_at_end=True, num_to_keep=1
-            ),
+            stop=stopping_rule(args),
+            checkpoint_config=checkpoint_config(args),
             callbacks=[
-                DropFinishedCheckpoints(args.run.iterations, keep_best=args.keep_checkpoints),
+                KeepCheckpointsToRestore(drop) if args.scheduler == "pbt" else drop,
                 StopWhenDiskFull(),
             ],
             verbose=1,
@@ -349,7 +548,7 @@ def prepare_resume(args: argparse.Namespace, results) -> None:
     """Before ``--resume``: a ``SystemExit`` naming the unreadable file of an unfinished trial's checkpoint
     (Tune would restore from it), and the errored trials' checkpoints deleted (Tune restarts those trials from
     their first iteration, as new trials: nothing would ever read them)."""
-    for row in trial_rows(results, args.run.iterations):
+    for row in trial_rows(results, args.run.iterations, args.scheduler):
         if row["status"] == "unfinished" and row["checkpoint"]:
             check_restorable(
                 PROG,
@@ -367,13 +566,16 @@ def check_disk(args: argparse.Namespace, folder: Path, config: DAPOConfig) -> in
     """The disk the sweep needs in ``folder`` (a ``SystemExit`` naming it, the space needed and free where
     the disk is short): the checkpoints its running trials can hold at once, and the best one kept."""
     checkpoint = disk_space.checkpoint_bytes(config.model_path, config.lora_rank)
-    trials = len(planned_trials(args) or []) or args.num_samples or 4
-    running = min(args.max_concurrent, trials)
-    # Per running trial: its latest checkpoint, the next one (Tune deletes the latest only once the next is
+    trials = trial_count(args)
+    # Under PBT every trial of the population holds checkpoints, paused or running.
+    running = min(concurrent_trials(args), trials)
+    # Per running trial: the checkpoints it keeps, the next one (Tune deletes the oldest only once the next is
     # stored), and the temporary folder the next is written to first, where that is on the same disk.
-    per_trial = 2 + disk_space.same_disk(tempfile.gettempdir(), folder)
+    per_trial = checkpoint_config(args).num_to_keep + 1 + disk_space.same_disk(tempfile.gettempdir(), folder)
     fixes = ["give --storage-path on a disk with room"]
-    if running > 1:
+    if args.scheduler == "pbt":
+        fixes.append("fewer trials (PBT's population)")
+    elif running > 1:
         fixes.append("a lower --max-concurrent")
     if args.keep_checkpoints:
         fixes.append("leave out --keep-checkpoints")
@@ -391,12 +593,13 @@ def load_results(folder: Path):
     return tune.Tuner.restore(str(folder), trainable=DAPO).get_results()
 
 
-def trial_rows(results, iterations: int) -> list[dict[str, Any]]:
+def trial_rows(results, iterations: int, scheduler: str = "fifo") -> list[dict[str, Any]]:
     """One row per trial: its settings, its validation success (peak and final), its wall time and its
-    checkpoint where it still has one (None: deleted, or never written). A trial that stopped before
-    ``iterations`` without an error is ``unfinished``. The final validation success is NaN where the trial's
-    last evaluation came before its last iteration (``last_evaluated_iteration``): it would be an earlier
-    policy's."""
+    checkpoint where it still has one (None: deleted, or never written). A trial that ended before
+    ``iterations`` without an error is ``stopped`` where the entropy stopper or ASHA (``scheduler``) stopped
+    it (``stopped_early``: the reason), else ``unfinished``. The final validation success is NaN where the
+    trial's last evaluation came before its last iteration (``last_evaluated_iteration``): it would be an
+    earlier policy's."""
     rows = []
     for result in results:
         frame = result.metrics_dataframe
@@ -407,7 +610,13 @@ def trial_rows(results, iterations: int) -> list[dict[str, Any]]:
         # The final success is the trained policy's only if measured after the trial's last iteration.
         final = latest.get("success", math.nan) if latest.get("iteration") == trained else math.nan
         untrained = iterations_without_training(frame)
-        status = "error" if result.error else "ok" if trained >= iterations else "unfinished"
+        stopped = None if result.error else stop_reason(metrics, iterations, scheduler)
+        if result.error:
+            status = "error"
+        elif trained >= iterations:
+            status = "ok"
+        else:
+            status = "stopped" if stopped else "unfinished"
         # Tune's record names a finished trial's last checkpoint even once DropFinishedCheckpoints deleted it.
         checkpoint = result.checkpoint.path if result.checkpoint else None
         rows.append(
@@ -427,11 +636,26 @@ def trial_rows(results, iterations: int) -> list[dict[str, Any]]:
                 "final_reward_mean": float(metrics.get("rollout/reward_mean", math.nan)),
                 "minutes": float(metrics.get("time_total_s", math.nan)) / 60,
                 "status": status,
+                "stopped_early": stopped,
                 "path": result.path,
                 "checkpoint": checkpoint if checkpoint and Path(checkpoint).is_dir() else None,
             }
         )
     return rows
+
+
+def stop_reason(metrics: dict[str, Any], iterations: int, scheduler: str) -> str | None:
+    """Why Tune stopped a trial before its last iteration, from its last result ``metrics``: the entropy
+    stopper's reason, or ASHA's; None for a trial that ran all ``iterations``, or was interrupted."""
+    trained = int(metrics.get("training_iteration", 0))
+    if trained >= iterations:
+        return None
+    if metrics.get(STOPPED_EARLY_KEY):
+        return metrics[STOPPED_EARLY_KEY]
+    # Tune marks "done" the last result of a trial that it stopped; an interrupted trial's is not.
+    if scheduler == "asha" and metrics.get("done"):
+        return f"ASHA: {VALIDATION_METRIC} below its rung's cutoff after iteration {trained}"
+    return None
 
 
 def iterations_without_training(frame) -> int:
@@ -461,8 +685,9 @@ def summary_markdown(
         if missing
         else []
     )
+    scheduler = f", scheduler {args.scheduler}" if args.scheduler != "fifo" else ""
     lines = [
-        f"# Sweep `{args.name}`: {run.env}, replay {config.replay_mode}, search {args.search_alg}",
+        f"# Sweep `{args.name}`: {run.env}, replay {config.replay_mode}, search {args.search_alg}{scheduler}",
         "",
         *partial,
         f"{run.iterations} iterations per trial; validation success = mean success of "
@@ -470,6 +695,7 @@ def summary_markdown(
         f"validation tasks (DAPO.evaluate_policy), measured after iteration 1, {interval}and after the "
         f"last ({run.iterations}).",
         "",
+        *early_stopping_lines(args),
         *sweep_points.markdown_lines(grid, sweep_points.best_point(grid)),
         f"![final validation success against tau]({PLOT_NAME})" if len(grid) > 1 else "",
         "",
@@ -490,6 +716,17 @@ def summary_markdown(
             f"| {_number(row.get('minutes', math.nan), '.1f')} | {row['status']} |"
         )
     lines.append("")
+    stopped = [
+        f"{row['trial']} after iteration {row['iterations']} ({row['stopped_early']})"
+        for row in rows
+        if row["status"] == "stopped"
+    ]
+    if stopped:
+        lines += [
+            f"Stopped early (done, not missing; only trials that ran all their iterations compete for the "
+            f"best): {'; '.join(stopped)}.",
+            "",
+        ]
     stale = [
         f"{row['trial']} (after iteration {row['last_evaluated_iteration']})"
         for row in rows
@@ -521,6 +758,29 @@ def summary_markdown(
         )
     lines += ["", checkpoints_sentence(rows, best)]
     return "\n".join(lines) + "\n"
+
+
+def early_stopping_lines(args: argparse.Namespace) -> list[str]:
+    """The summary's sentences on the scheduler and the entropy stopper (none for fifo without either)."""
+    lines = []
+    if args.scheduler == "asha":
+        lines.append(
+            f"Scheduler ASHA on {VALIDATION_METRIC} (max): a trial below the top quarter at a rung (the "
+            f"first after {args.grace_period} iteration(s)) is stopped there."
+        )
+    elif args.scheduler == "pbt":
+        values = ", ".join(f"{value:g}" for value in args.eps_high)
+        lines.append(
+            f"Scheduler PBT on {VALIDATION_METRIC} (max), synchronous, every {args.perturbation_interval} "
+            f"iteration(s): the lowest quarter of the trials continue from the top quarter's checkpoints and "
+            f"settings, eps_high perturbed over {values}; a trial's tau and eps_high below are its last."
+        )
+    if args.min_entropy is not None:
+        lines.append(
+            f"Early stopping: a trial whose token entropy ({ENTROPY_KEY}) is below {args.min_entropy:g} in "
+            f"{args.entropy_patience} consecutive iterations that trained is stopped."
+        )
+    return [*lines, ""] if lines else []
 
 
 def kept_checkpoints(rows: list[dict[str, Any]]) -> dict[str, list[str]]:
@@ -597,7 +857,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
 def write_summary(args: argparse.Namespace, arguments: list[str], folder: Path, results) -> dict[str, Any]:
     """Writes summary.md, summary.json and the plot of Tune's ``results``; returns the summary."""
-    rows = trial_rows(results, args.run.iterations)
+    rows = trial_rows(results, args.run.iterations, args.scheduler)
     best = best_row(rows)
     planned, missing = missing_trials(args, rows)
     markdown = summary_markdown(args, rows, best)
@@ -615,6 +875,10 @@ def write_summary(args: argparse.Namespace, arguments: list[str], folder: Path, 
         "best_point": sweep_points.best_point(grid),
         "planned_trials": planned,
         "missing": missing,
+        "scheduler": {"name": args.scheduler, **scheduler_settings(args)},
+        "early_stopping": None
+        if args.min_entropy is None
+        else {"key": ENTROPY_KEY, "min_entropy": args.min_entropy, "patience": args.entropy_patience},
         "checkpoints": kept_checkpoints(rows),
         # The summary names the command that trains its trials; one written with --report-only says so.
         "provenance": {

@@ -109,8 +109,9 @@ def test_warm_start_options(monkeypatch):
     chosen = []
     monkeypatch.setattr(
         "algorithms.warm_start.warm_started_path",
-        lambda env, steps, env_config, base=None: chosen.append((env, base, steps, env_config))
-        or f"/warm-{base}-{steps}",
+        lambda env, steps, env_config, base=None: (
+            chosen.append((env, base, steps, env_config)) or f"/warm-{base}-{steps}"
+        ),
     )
     monkeypatch.setattr("algorithms.warm_start.tiny_base_path", lambda env: f"/base-{env}")
     assert starting_model(RunSettings(env="e", warm_start_steps=7)) == "/warm-None-7"
