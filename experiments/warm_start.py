@@ -11,7 +11,9 @@ interval, and the tasks whose samples disagree (the groups GRPO can learn from; 
 advantage).
 
 ``--calibrate 50,100,200`` instead fine-tunes once, in this process and without caching, and measures the
-model after each of those step counts: the way ``algorithms.warm_start.WARM_START_STEPS`` was chosen.
+model after each of those step counts: the way ``algorithms.warm_start.WARM_START_STEPS`` and the learning
+lab's warm starts were chosen. ``--output DIR`` records it: ``DIR/<env>-<hash of env_config>.json`` with the
+command, commit and CPU, the settings and each measurement, rewritten after each one.
 
     python -m experiments.warm_start                                  # all five default envs
     python -m experiments.warm_start --env freshrl/Sokoban-v0 --seeds 64
@@ -27,6 +29,7 @@ them (``run_config.starting_model``), so this builds the warm start a run uses; 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import time
 from collections.abc import Iterator
@@ -39,6 +42,7 @@ from transformers.utils import logging as hf_logging
 
 from experiments.common.quiet_logs import command_log_file, install, worker_runtime_env
 from experiments.common.ray_session import start_ray
+from experiments.common.results_json import dumps, provenance, write_json
 
 DEFAULT_ENVS = (
     "freshrl/FrozenLake-v0",
@@ -46,6 +50,15 @@ DEFAULT_ENVS = (
     "freshrl/Math-v0",
     "freshrl/NQSearch-v0",
     "freshrl/FrozenLakeVision-v0",
+)
+# What a calibration record keeps of each measurement (DAPO.evaluate_policy's keys).
+CALIBRATION_KEYS = (
+    "success",
+    "success_ci95_low",
+    "success_ci95_high",
+    "mixed_task_rate",
+    "num_tasks",
+    "num_episodes",
 )
 
 
@@ -57,6 +70,17 @@ def line(metrics: dict[str, Any]) -> str:
         f"{metrics['success_ci95_high']:5.1%}, {round(metrics['success'] * episodes)}/{episodes}); "
         f"groups with mixed outcomes {round(metrics['mixed_task_rate'] * tasks)}/{tasks}"
     )
+
+
+def point(metrics: dict[str, Any]) -> dict[str, Any]:
+    """What a calibration record keeps of one measurement."""
+    return {key: metrics[key] for key in CALIBRATION_KEYS}
+
+
+def calibration_path(output: Path, env_id: str, env_config: dict[str, Any] | None) -> Path:
+    """``output/<env name>-<hash of env_config>.json``: one file per env setting, so settings never mix."""
+    digest = hashlib.sha256(dumps(env_config or {}).encode()).hexdigest()[:8]
+    return output / f"{env_id.replace('/', '__').replace(':', '_')}-{digest}.json"
 
 
 @contextmanager
@@ -152,7 +176,11 @@ def calibrate(
     checkpoints: list[int],
     lr: float,
     env_config: dict[str, Any] | None = None,
+    record: dict[str, Any] | None = None,
+    output: Path | None = None,
 ) -> None:
+    """Fine-tunes ``base`` once and measures it after each of ``checkpoints`` steps. With ``output``, the
+    measurements so far are written there after each one (``record`` holds the rest: provenance, settings)."""
     from algorithms.warm_start import DEFAULT_DEMOS, demonstrations, fine_tune, load_model
     from models.chat import ChatRenderer
 
@@ -160,6 +188,7 @@ def calibrate(
     demos = demonstrations(env_id, renderer, DEFAULT_DEMOS, env_config)
     model = load_model(base)
     start_wall, start_cpu = time.perf_counter(), time.process_time()
+    points: list[dict[str, Any]] = []
 
     def on_step(step: int, model) -> None:
         if step in checkpoints:
@@ -169,6 +198,9 @@ def calibrate(
                 f"\n{env_id:<28} {step:>4} steps ({wall:.0f}s wall, {cpu:.0f}s cpu)  {line(result)}",
                 flush=True,
             )
+            points.append({"steps": step, "wall_s": wall, "cpu_s": cpu, **point(result)})
+            if output is not None:
+                write_json(output, {**(record or {}), "points": points})
 
     fine_tune(
         model,
@@ -213,12 +245,21 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--calibrate", default=None, help="comma-separated step counts to measure instead")
     parser.add_argument(
+        "--output",
+        type=Path,
+        default=None,
+        help="with --calibrate: a folder for the record (one JSON per env setting, with its command, commit "
+        "and CPU), written after each measurement",
+    )
+    parser.add_argument(
         "--lr",
         type=float,
         default=None,
         help="warm start learning rate (default: the base's recipe, algorithms.warm_start.recipe_for)",
     )
     args = parser.parse_args(argv)
+    if args.output is not None and not args.calibrate:
+        parser.error("--output records a calibration: give --calibrate too")
     hf_logging.disable_progress_bar()
     log_file = install(command_log_file("warm_start"))
     print(f"freshrl: full log in {log_file}")
@@ -239,7 +280,18 @@ def main(argv: list[str] | None = None) -> None:
         with evaluation_algo(env_id, base, **evaluation) as algo:
             if args.calibrate:
                 checkpoints = sorted(int(s) for s in args.calibrate.split(","))
-                calibrate(env_id, algo, base, args.seed, checkpoints, lr, env_config)
+                output = None
+                if args.output is not None:
+                    args.output.mkdir(parents=True, exist_ok=True)
+                    output = calibration_path(args.output, env_id, env_config)
+                record = {
+                    "provenance": provenance("python -m experiments.warm_start", argv),
+                    "env": env_id,
+                    "base": args.model or "tiny",
+                    "lr": lr,
+                    "evaluation": evaluation,
+                }
+                calibrate(env_id, algo, base, args.seed, checkpoints, lr, env_config, record, output)
             else:
                 report(env_id, algo, base, args.seed, lr, args.skip_base, args.steps, env_config)
 

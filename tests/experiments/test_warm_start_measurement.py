@@ -3,11 +3,15 @@ reach the learner and the EnvRunner's engine, and the result is ``DAPO.evaluate_
 
 from __future__ import annotations
 
+import json
+
+import pytest
 import torch
 
 from algorithms.dapo.evaluation import METRIC_KEYS
 from algorithms.warm_start import load_model, tiny_base_path
-from experiments.warm_start import evaluation_algo, line, measure
+from experiments import warm_start
+from experiments.warm_start import calibration_path, evaluation_algo, line, measure
 
 ENV = "freshrl/FrozenLake-v0"
 
@@ -38,3 +42,22 @@ def test_measure_loads_the_weights_and_reports_the_algorithms_evaluation():
     assert set(METRIC_KEYS) <= set(result) and {"pass@1", "pass@2"} <= set(result)
     assert (result["num_tasks"], result["samples_per_task"], result["split"]) == (2, 2, "validation")
     assert line(result).startswith("success ") and "groups with mixed outcomes" in line(result)
+
+
+def test_a_calibration_records_each_measurement_with_its_provenance(tmp_path):
+    setting = {"size": 4, "hole_prob": 0.2, "is_slippery": False, "max_turns": 2, "max_actions_per_turn": 3}
+    measured = ["--calibrate", "2,1", "--seeds", "2", "--group-size", "1", "--output", str(tmp_path)]
+    warm_start.main(["--env", ENV, *measured, "--env-config", json.dumps(setting)])
+    (path,) = tmp_path.glob("*.json")
+    assert path == calibration_path(tmp_path, ENV, setting)
+    record = json.loads(path.read_text())
+    assert record["env"] == ENV and record["evaluation"]["env_config"] == setting
+    assert record["provenance"]["command"].startswith("python -m experiments.warm_start --env")
+    assert [point["steps"] for point in record["points"]] == [1, 2]
+    assert all(point["num_tasks"] == 2 and 0 <= point["success"] <= 1 for point in record["points"])
+    assert calibration_path(tmp_path, ENV, {**setting, "max_turns": 3}) != path  # settings never share a file
+
+
+def test_output_without_calibrate_is_an_error_naming_the_fix(tmp_path):
+    with pytest.raises(SystemExit):
+        warm_start.main(["--env", ENV, "--output", str(tmp_path)])
