@@ -28,6 +28,7 @@ from envs.gridworld import (
     format_turns,
     grid_text,
     parse_moves,
+    random_moves,
 )
 from envs.seeds import split_of_reset_seed
 
@@ -355,6 +356,10 @@ class FrozenLakeEnv(MultiTurnEnv):
     def oracle_responses(self) -> list[str]:
         """:meth:`oracle_actions` as strict answers, one per turn. Replan every turn when slippery."""
         return format_turns(self.oracle_actions(), self.max_actions_per_turn)
+
+    def blind_response(self, rng: np.random.Generator) -> str:
+        """A turn's answer that ignores the observation: ``max_actions_per_turn`` uniform moves."""
+        return random_moves(rng, self.max_actions_per_turn)
 
 
 class FrozenLakeVisionEnv(FrozenLakeEnv):

@@ -40,6 +40,12 @@ def format_turns(moves: Sequence[str], max_moves: int) -> list[str]:
     return [format_moves(moves[i : i + max_moves]) for i in range(0, len(moves), max_moves)]
 
 
+def random_moves(rng: np.random.Generator, max_moves: int) -> str:
+    """A strict answer of ``max_moves`` moves drawn uniformly, without looking at the map: the blind policy
+    whose success is the floor a learnt policy must beat (docs/learning_lab.md, "The blind floor")."""
+    return format_moves([DIRECTIONS[i] for i in rng.integers(len(DIRECTIONS), size=max_moves)])
+
+
 def format_instruction(max_moves: int, example: Sequence[str] = ("Left", "Up")) -> str:
     """The one-line answer-format instruction shown in prompts and reprompts."""
     example = tuple(example)[:max_moves]

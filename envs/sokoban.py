@@ -10,7 +10,15 @@ import numpy as np
 from PIL import Image, ImageDraw
 
 from envs.base import DEFAULT_INVALID_PENALTY, MultiTurnEnv, Outcome, Parsed, check_int
-from envs.gridworld import DELTAS, compose_tiles, format_instruction, format_turns, grid_text, parse_moves
+from envs.gridworld import (
+    DELTAS,
+    compose_tiles,
+    format_instruction,
+    format_turns,
+    grid_text,
+    parse_moves,
+    random_moves,
+)
 from envs.seeds import split_of_reset_seed
 from envs.sokoban_levels import Level, check_level_settings, generate_level, level_from_text, solve
 
@@ -288,6 +296,10 @@ class SokobanEnv(MultiTurnEnv):
     def oracle_responses(self) -> list[str]:
         """:meth:`oracle_actions` as strict answers, one per turn (a demonstration)."""
         return format_turns(self.oracle_actions(), self.max_actions_per_turn)
+
+    def blind_response(self, rng: np.random.Generator) -> str:
+        """A turn's answer that ignores the observation: ``max_actions_per_turn`` uniform moves."""
+        return random_moves(rng, self.max_actions_per_turn)
 
 
 @lru_cache(maxsize=8)

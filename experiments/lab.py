@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from experiments.common import lab_report
+from experiments.common.blind_floor import blind_floor
 from experiments.common.comparison_options import parse_args as comparison_options
 from experiments.common.comparison_runs import (
     load_comparison,
@@ -85,6 +86,9 @@ def write_report(
 ) -> dict[str, Any]:
     """summary.json, README.md and curves.png of the entry's finished ``runs`` in ``output``."""
     summary = lab_report.summarize(name, runs)
+    # The tasks the entry's evaluations played (every evaluation plays the same ones).
+    tasks = runs[0]["curve"][0]["metrics"]["task_seeds"]
+    summary["blind_floor"] = blind_floor(summary["env"], summary["env_config"], tasks)
     output.mkdir(parents=True, exist_ok=True)
     (output / "summary.json").write_text(dumps({"provenance": record, **summary}, indent=1))
     (output / "README.md").write_text(lab_report.markdown(summary, record, settings_shown(name)))

@@ -30,6 +30,7 @@ import numpy as np
 
 from algorithms.replay import REPLAY_MODES
 from algorithms.warm_start import WARM_START_STEPS
+from experiments.common import lab_report
 from experiments.common.freshper_paper import PAPER_TABLE_1
 from experiments.common.results_json import REPOSITORY
 from experiments.common.significance import (
@@ -83,9 +84,9 @@ LAB_BEGIN = (
 )
 LAB_END = "<!-- /lab-table -->"
 LAB_HEADER = [
-    "| entry | env setting | model (warm-start steps) | seeds | start | after | "
+    "| entry | env setting | model (warm-start steps) | seeds | start | after | blind floor | "
     "gain (95% interval by seed; by task) | gains with power? | details |",
-    "|---|---|---|---|---|---|---|---|---|",
+    "|---|---|---|---|---|---|---|---|---|---|",
 ]
 
 REPLAY_BEGIN = (
@@ -757,6 +758,7 @@ def lab_rows() -> list[list[str]]:
                 cells["seeds"],
                 cells["start"],
                 cells["after"],
+                cells["floor"],
                 f"{points(100 * summary['gain'])} ({cells['intervals']})",
                 "**yes**" if summary["gains_with_power"] else "not yet",
                 cells["details"],
@@ -782,7 +784,17 @@ def _lab_cells(summary: dict[str, Any]) -> dict[str, str]:
         "after": f"{over_seeds(summary['after'])} after {summary['iterations'][-1]} iterations",
         "intervals": "; ".join([_interval(by_seed)] + ([_interval(by_task)] if by_task else [])),
         "details": f"[report](docs/results/lab/{summary['entry']}/README.md)",
+        "floor": _floor(summary),
     }
+
+
+def _floor(summary: dict[str, Any]) -> str:
+    """The entry's blind floor, ``12.7% ± 1.6 (start above, end above)``, or n/a (docs/learning_lab.md)."""
+    floor = summary.get("blind_floor")
+    if floor is None:
+        return "n/a"
+    start, end = lab_report.floor_side(summary, "before"), lab_report.floor_side(summary, "after")
+    return f"{100 * floor['success']:.1f}% ± {100 * (floor['ci95'] or 0):.1f} (start {start}, end {end})"
 
 
 def lab_summaries() -> list[dict[str, Any]]:

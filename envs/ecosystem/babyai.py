@@ -270,6 +270,12 @@ class BabyAIEnv(MultiTurnEnv):
         actions, size = self.oracle_actions(), self.max_actions_per_turn
         return [f"<answer>{', '.join(actions[i : i + size])}</answer>" for i in range(0, len(actions), size)]
 
+    def blind_response(self, rng: np.random.Generator) -> str:
+        """A turn's answer that ignores the observation: ``max_actions_per_turn`` uniform actions (the floor
+        a learnt policy must beat, docs/learning_lab.md)."""
+        drawn = rng.integers(len(ACTIONS), size=self.max_actions_per_turn)
+        return f"<answer>{', '.join(ACTIONS[i] for i in drawn)}</answer>"
+
 
 class BabyAIVisionEnv(BabyAIEnv):
     """A BabyAI level as a vision env: the room is minigrid's RGB frame; the text gives the mission.

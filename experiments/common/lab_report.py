@@ -204,6 +204,7 @@ def markdown(summary: Mapping[str, Any], record: Mapping[str, Any], settings_fil
         f"**Gain {100 * summary['gain']:+.1f} points**: the entry {verdict}. The start is {zone} the "
         f"learnable zone ({ZONE[0]:.0%}-{ZONE[1]:.0%}).",
         "",
+        *floor_lines(summary),
         "| unit | n | gain | 95% interval | p | detectable at 80% power |",
         "|---|---|---|---|---|---|",
         _test_row(by_seed),
@@ -254,6 +255,37 @@ def markdown(summary: Mapping[str, Any], record: Mapping[str, Any], settings_fil
         "",
     ]
     return "\n".join(lines)
+
+
+def floor_side(summary: Mapping[str, Any], figure: str) -> str | None:
+    """Where the mean ``figure`` ("before", "after") lies against the entry's blind floor: "above" or "below"
+    (outside the floor's 95% interval), "at"; None without a floor."""
+    floor = summary.get("blind_floor")
+    if floor is None:
+        return None
+    value, low, high = summary[figure]["mean"], *floor_interval(floor)
+    return "above" if value > high else "below" if value < low else "at"
+
+
+def floor_interval(floor: Mapping[str, Any]) -> tuple[float, float]:
+    """The blind floor's 95% interval (low, high)."""
+    half = floor["ci95"] or 0.0
+    return floor["success"] - half, floor["success"] + half
+
+
+def floor_lines(summary: Mapping[str, Any]) -> list[str]:
+    """The report's sentence on the blind floor (docs/learning_lab.md, "The blind floor")."""
+    floor = summary.get("blind_floor")
+    if floor is None:
+        return []
+    start, end = floor_side(summary, "before"), floor_side(summary, "after")
+    return [
+        f"**Blind floor {100 * floor['success']:.1f}% ± {100 * (floor['ci95'] or 0):.1f}**: a policy that "
+        "never looks at the observation (each turn the env's `blind_response`: uniform moves, as many as a "
+        f"turn allows; {floor['repeats']} episodes on each of the {floor['tasks']} validation tasks, 95% t "
+        f"interval over tasks). The start is {start} it, the end {end} it.",
+        "",
+    ]
 
 
 def _seed_row(name: str, figure: Mapping[str, Any]) -> str:

@@ -182,6 +182,9 @@ def test_run_trains_missing_seeds_resumes_and_check_tests_a_new_seed(lab_dirs, m
     saved = json.loads((record / "summary.json").read_text())
     assert saved["provenance"]["command"] == "python -m experiments.lab run tiny --seeds 3"
     assert "Gain +38.9 points" in (record / "README.md").read_text()
+    floor = saved["blind_floor"]  # played on the tasks the evaluations played
+    assert floor["tasks"] == len(TASKS) and 0 <= floor["success"] <= 1
+    assert f"**Blind floor {100 * floor['success']:.1f}%" in (record / "README.md").read_text()
     assert (record / "curves.png").read_bytes().startswith(b"\x89PNG")
     assert "tiny: 3 seeds, before 0.111 -> after 0.500" in capsys.readouterr().out
 
@@ -212,3 +215,17 @@ def test_unknown_entries_and_missing_records_name_the_fix(lab_dirs):
         lab.main(["check", "tiny"])
     with pytest.raises(SystemExit, match="no finished run"):
         lab.main(["report", "tiny"])
+
+
+def test_the_start_and_end_are_placed_against_the_blind_floors_interval():
+    summary = {
+        "before": {"mean": 0.10},
+        "after": {"mean": 0.30},
+        "blind_floor": {"success": 0.2, "ci95": 0.05},
+    }
+    assert (lab_report.floor_side(summary, "before"), lab_report.floor_side(summary, "after")) == (
+        "below",
+        "above",
+    )
+    assert lab_report.floor_side({**summary, "before": {"mean": 0.24}}, "before") == "at"
+    assert lab_report.floor_side({**summary, "blind_floor": None}, "before") is None
