@@ -10,7 +10,7 @@ figures of ``experiments/common/lab_report.py``), ``README.md`` (start, end, gai
 and by task, the band, diagnostics, cost) and ``curves.png``.
 
     python -m experiments.lab list                      # the entries and what their records show
-    python -m experiments.lab run frozen_lake           # train the missing seeds (default 5), then report
+    python -m experiments.lab run frozen_lake           # train the missing seeds (at least 5), then report
     python -m experiments.lab run all --seeds 5         # every entry
     python -m experiments.lab check frozen_lake         # one new seed: inside the recorded band or not?
     python -m experiments.lab report frozen_lake        # rewrite the report from the saved runs
@@ -96,10 +96,22 @@ def write_report(
     return summary
 
 
-def run_entry(name: str, seeds: int, report_only: bool = False, root: Path | None = None) -> dict[str, Any]:
+def recorded_seeds(output: Path) -> int:
+    """How many seeds (0..n-1) an entry's folder holds runs of: one past the highest seed saved."""
+    saved = [int(path.stem.rpartition("seed")[2]) for path in (output / "runs").glob(f"*__{ARM}__seed*.json")]
+    return max(saved, default=-1) + 1
+
+
+def run_entry(
+    name: str, seeds: int | None, report_only: bool = False, root: Path | None = None
+) -> dict[str, Any]:
     """Trains the entry's missing seeds in turn (unless ``report_only``) and writes its report after each, in
-    ``root/<name>`` (default: the lab's records, :data:`LAB_RESULTS`)."""
+    ``root/<name>`` (default: the lab's records, :data:`LAB_RESULTS`). ``seeds`` None: every seed recorded,
+    and for a run at least :data:`DEFAULT_SEEDS`, so that a report never drops a recorded seed."""
     output = (root or LAB_RESULTS) / name
+    if seeds is None:
+        recorded = recorded_seeds(output)
+        seeds = recorded if report_only and recorded else max(DEFAULT_SEEDS, recorded)
     args = comparison_args(name, seeds, output)
     args.report_only = report_only
     # The command that trains this entry's runs, whichever of run and report wrote the files.
@@ -229,7 +241,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     commands.add_parser("list", help="the entries and what their records show")
     run = commands.add_parser("run", help="train an entry's missing seeds and write its report")
     run.add_argument("entries", nargs="*", default=["all"], help="entry names, or all (default)")
-    run.add_argument("--seeds", type=int, default=DEFAULT_SEEDS, help="seeds 0..n-1 (default %(default)s)")
+    run.add_argument(
+        "--seeds",
+        type=int,
+        default=None,
+        help=f"seeds 0..n-1 (default: those recorded, at least {DEFAULT_SEEDS})",
+    )
     run.add_argument(
         "--output",
         type=Path,
@@ -238,7 +255,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     report = commands.add_parser("report", help="rewrite an entry's report from its saved runs")
     report.add_argument("entries", nargs="*", default=["all"], help="entry names, or all (default)")
-    report.add_argument("--seeds", type=int, default=DEFAULT_SEEDS, help="seeds 0..n-1 (default %(default)s)")
+    report.add_argument("--seeds", type=int, default=None, help="seeds 0..n-1 (default: every seed recorded)")
     check = commands.add_parser("check", help="re-run one seed and test it against the recorded band")
     check.add_argument("entry")
     check.add_argument("--seed", type=int, default=None, help="default: the first seed the record lacks")
@@ -250,7 +267,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     check.add_argument("--output", type=Path, default=None, help="default results/lab-check-<entry>-<time>")
     args = parser.parse_args(argv)
-    if getattr(args, "seeds", 1) < 1:
+    if getattr(args, "seeds", None) is not None and args.seeds < 1:
         parser.error(f"--seeds must be >= 1, got {args.seeds}")
     if not 0 < getattr(args, "coverage", 0.5) < 1:
         parser.error(f"--coverage must be between 0 and 1, got {args.coverage}")

@@ -178,6 +178,7 @@ def test_run_trains_missing_seeds_resumes_and_check_tests_a_new_seed(lab_dirs, m
     summary = lab.main(["run", "tiny", "--seeds", "3"])["tiny"]
     assert trained == [0, 1, 2]  # seeds 0 and 1 were read back
     assert summary["seeds"] == [0, 1, 2]
+    assert lab.main(["report", "tiny"])["tiny"]["seeds"] == [0, 1, 2]  # every recorded seed, none dropped
     record = lab_dirs / "lab" / "tiny"
     saved = json.loads((record / "summary.json").read_text())
     assert saved["provenance"]["command"] == "python -m experiments.lab run tiny --seeds 3"
