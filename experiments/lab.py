@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from experiments.common import lab_report
+from experiments.common import lab_entries, lab_report
 from experiments.common.blind_floor import blind_floor
 from experiments.common.comparison_options import parse_args as comparison_options
 from experiments.common.comparison_runs import (
@@ -46,27 +46,21 @@ from experiments.common.comparison_runs import (
 from experiments.common.quiet_logs import LOG_FILE_NAME, install, worker_runtime_env
 from experiments.common.ray_session import start_ray
 from experiments.common.results_json import REPOSITORY, dumps, machine, provenance
-from experiments.common.run_config import SETTINGS_DIR
 from experiments.common.workload import workload_config
 
 PROG = "python -m experiments.lab"
-LAB_SETTINGS = SETTINGS_DIR / "lab"
-LAB_RESULTS = REPOSITORY / "docs" / "results" / "lab"
 DEFAULT_SEEDS = 5  # the lab's power target for tiny models: >= 5 seeds
 ARM = "on_policy"  # the reference curves are on-policy; replay is compared against them
 
 
 def entries() -> dict[str, Path]:
     """Every lab entry: name -> its settings file."""
-    return {path.stem: path for path in sorted(LAB_SETTINGS.glob("*.yaml"))}
+    return lab_entries.entries()
 
 
 def entry_file(name: str) -> Path:
     """The settings file of entry ``name``; SystemExit naming the entries when there is none."""
-    known = entries()
-    if name not in known:
-        raise SystemExit(f"{PROG}: no lab entry {name!r}; the entries are {sorted(known)} ({LAB_SETTINGS})")
-    return known[name]
+    return lab_entries.entry_file(name, PROG)
 
 
 def comparison_args(name: str, seeds: int, output: Path) -> argparse.Namespace:
@@ -106,9 +100,9 @@ def run_entry(
     name: str, seeds: int | None, report_only: bool = False, root: Path | None = None
 ) -> dict[str, Any]:
     """Trains the entry's missing seeds in turn (unless ``report_only``) and writes its report after each, in
-    ``root/<name>`` (default: the lab's records, :data:`LAB_RESULTS`). ``seeds`` None: every seed recorded,
-    and for a run at least :data:`DEFAULT_SEEDS`, so that a report never drops a recorded seed."""
-    output = (root or LAB_RESULTS) / name
+    ``root/<name>`` (default: the lab's records, ``lab_entries.RESULTS``). ``seeds`` None: every seed
+    recorded, and for a run at least :data:`DEFAULT_SEEDS`, so that a report never drops a recorded seed."""
+    output = (root or lab_entries.RESULTS) / name
     if seeds is None:
         recorded = recorded_seeds(output)
         seeds = recorded if report_only and recorded else max(DEFAULT_SEEDS, recorded)
@@ -151,7 +145,7 @@ def check_entry(
 ) -> bool:
     """Trains one seed of the entry and says whether its curve falls inside the band of the recorded seeds at
     ``coverage`` (True)."""
-    recorded_file = LAB_RESULTS / name / "summary.json"
+    recorded_file = lab_entries.RESULTS / name / "summary.json"
     if not recorded_file.is_file():
         raise SystemExit(f"{PROG}: {name} has no record ({recorded_file}); make it with `{PROG} run {name}`")
     recorded = json.loads(recorded_file.read_text())
@@ -226,7 +220,7 @@ def check_entry(
 
 def list_entries() -> None:
     for name, path in entries().items():
-        summary_file = LAB_RESULTS / name / "summary.json"
+        summary_file = lab_entries.RESULTS / name / "summary.json"
         shown = (
             _headline(json.loads(summary_file.read_text()))
             if summary_file.is_file()

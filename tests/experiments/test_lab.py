@@ -11,7 +11,7 @@ import pytest
 from scipy import stats
 
 from experiments import lab
-from experiments.common import comparison_runs, lab_report
+from experiments.common import comparison_runs, lab_entries, lab_report
 from experiments.common.run_config import build_config, load_settings
 from experiments.common.significance import prediction_band
 from models.tiny import tiny_lm_path
@@ -150,8 +150,8 @@ def lab_dirs(tmp_path, monkeypatch):
         f"env: freshrl/FrozenLake-v0\nmodel: {tiny_lm_path()}\niterations: 10\n"
         "overrides: {replay_mode: on_policy, evaluation_num_tasks: 6, evaluation_interval: 10}\n"
     )
-    monkeypatch.setattr(lab, "LAB_SETTINGS", settings)
-    monkeypatch.setattr(lab, "LAB_RESULTS", tmp_path / "lab")
+    monkeypatch.setattr(lab_entries, "SETTINGS", settings)
+    monkeypatch.setattr(lab_entries, "RESULTS", tmp_path / "lab")
     monkeypatch.setattr(lab, "settings_shown", lambda name: f"settings/{name}.yaml")
     monkeypatch.setattr(comparison_runs, "start_ray", lambda **kwargs: None)
     monkeypatch.setattr(lab, "start_ray", lambda **kwargs: None)

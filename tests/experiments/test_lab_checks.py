@@ -9,12 +9,13 @@ import json
 import pytest
 
 from experiments import lab
+from experiments.common import lab_entries
 
 COVERAGE = 0.995  # a false-failure rate under 1% (lab_report.CHECK_COVERAGES says why not 0.99)
 
 
 def test_the_quick_entry_learns_inside_its_recorded_band(tmp_path, ray_session):
-    record = json.loads((lab.LAB_RESULTS / "frozen_lake_quick" / "summary.json").read_text())
+    record = json.loads((lab_entries.RESULTS / "frozen_lake_quick" / "summary.json").read_text())
     assert len(record["seeds"]) >= 20, "the band is set from at least 20 seeds"
     # Measured: no recorded seed leaves the band of the others at this coverage.
     assert record["band_leave_one_out"][str(COVERAGE)] == 0
@@ -24,7 +25,7 @@ def test_the_quick_entry_learns_inside_its_recorded_band(tmp_path, ray_session):
 
 @pytest.mark.slow
 def test_the_frozen_lake_entry_learns_inside_its_recorded_band(tmp_path, ray_session):
-    record = json.loads((lab.LAB_RESULTS / "frozen_lake" / "summary.json").read_text())
+    record = json.loads((lab_entries.RESULTS / "frozen_lake" / "summary.json").read_text())
     check_a_new_seed("frozen_lake", record, tmp_path)
 
 
