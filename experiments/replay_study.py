@@ -2,7 +2,7 @@
 FreshPER with polynomial decay on a learning-lab entry in one regime, compared on held-out success per
 training episode: ``python -m experiments.replay_study``.
 
-A regime is data (``experiments/settings/replay_study/regimes.yaml``): keys laid over the entry's settings
+A regime is data (``experiments/replay_regimes.yaml``): keys laid over the entry's settings
 file (``experiments/settings/lab/<entry>.yaml``). The runs are ``experiments.compare``'s own (trained, saved
 and resumed by its code, ``--modes on_policy per freshper freshper_poly``), one file per mode and seed, in
 ``docs/results/replay_study/<entry>-<regime>/``: ``runs/``, ``README.md``, ``summary.json`` (provenance and
@@ -32,13 +32,13 @@ from experiments.common.comparison_options import parse_args as comparison_optio
 from experiments.common.comparison_runs import Comparison, load_comparison, train_missing
 from experiments.common.quiet_logs import LOG_FILE_NAME, install
 from experiments.common.results_json import REPOSITORY, dumps, provenance
-from experiments.common.run_config import SETTINGS_DIR, build_config, load_settings
+from experiments.common.run_config import build_config, load_settings
 
 if TYPE_CHECKING:
     from algorithms.dapo import DAPOConfig
 
 PROG = "python -m experiments.replay_study"
-REGIMES_FILE = SETTINGS_DIR / "replay_study" / "regimes.yaml"
+REGIMES_FILE = REPOSITORY / "experiments" / "replay_regimes.yaml"  # not a settings file: keys laid over one
 STUDY_RESULTS = REPOSITORY / "docs" / "results" / "replay_study"
 DEFAULT_SEEDS = 5  # the pre-registration's seeds 0-4
 # The pre-registration's iterations: where the on-policy lab curve reaches this share of its final gain,

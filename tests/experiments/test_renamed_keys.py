@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from algorithms.dapo import DAPOConfig
-from algorithms.dapo.config import RENAMED_KEYS, DeprecatedKeyWarning
-from experiments import train
+from algorithms.dapo.config import RENAMED_KEYS, DeprecatedKeyWarning, config_keys, current_key
+from experiments import replay_study, train
 from experiments.common.comparison_arms import parse_arms
 from experiments.common.comparison_runs import load_finished, run_path
 from experiments.common.run_config import build_config, load_settings, parse_set
@@ -69,6 +69,12 @@ def test_the_shipped_files_use_the_new_names():
         with warnings.catch_warnings():
             warnings.simplefilter("error", DeprecatedKeyWarning)
             assert load_settings(path).overrides is not None
+    # The replay study's regimes lay --set keys over settings files: the same vocabulary.
+    for name, regime in replay_study.regimes().items():
+        for key in [*regime["set"], *regime["times"]]:
+            with warnings.catch_warnings():
+                warnings.simplefilter("error", DeprecatedKeyWarning)
+                assert current_key(key, name) == key and key in config_keys(), (name, key)
 
 
 def test_compare_arms_take_the_old_name_and_resume_runs_saved_under_it(tmp_path):
