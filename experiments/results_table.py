@@ -66,6 +66,9 @@ ECOSYSTEM = {
     "reasoning-gym ChainSum": "benchmark/ecosystem-smollm2/chain-sum",
     "BabyAI GoToLocal": "benchmark/ecosystem-smollm2/babyai-go-to-local",
 }
+# An env id's namespace -> the library its rows are named with ("babyai/GoToLocal-v0" is "BabyAI GoToLocal",
+# the name of ECOSYSTEM's rows); freshrl's own envs go by their bare name.
+LIBRARY_NAMES = {"babyai": "BabyAI", "reasoning_gym": "reasoning-gym", "textarena": "textarena"}
 
 # experiments.compare folders of SmolLM2 arms over seeds, (env name, folder under docs/results, the arms
 # shown, None for all): one row per arm, each against the warm start on its seeds and against the comparison's
@@ -539,7 +542,7 @@ def lab_env_rows(gains: Family) -> list[tuple[str, list[Cell]]]:
     for summary in lab_summaries():
         if summary["entry"].endswith("_quick"):
             continue
-        name = summary["env"].split("/")[-1].removesuffix("-v0")
+        name = env_row_name(summary["env"])
         cells = _lab_cells(summary)
         seed_gain = gain(gains, summary["gain_by_seed"])
         row: list[Cell] = [
@@ -554,6 +557,14 @@ def lab_env_rows(gains: Family) -> list[tuple[str, list[Cell]]]:
         ]
         found.append((name, row))
     return found
+
+
+def env_row_name(env_id: str) -> str:
+    """The per-env table's name of ``env_id``: "FrozenLake" for freshrl/FrozenLake-v0, "BabyAI GoToLocal"
+    for babyai/GoToLocal-v0."""
+    namespace, _, name = env_id.rpartition("/")
+    name = name.removesuffix("-v0")
+    return f"{LIBRARY_NAMES[namespace]} {name}" if namespace in LIBRARY_NAMES else name
 
 
 def written(row: list[Cell]) -> list[str]:

@@ -211,6 +211,17 @@ def test_each_comparison_s_rows_sit_with_its_env_s_other_rows():
         assert names.count(name) > len(shown or next(iter(arms.values())))  # beside the env's own rows
 
 
+def test_a_lab_entry_of_an_ecosystem_env_is_named_like_that_env_s_other_rows():
+    assert results_table.env_row_name("freshrl/FrozenLake-v0") == "FrozenLake"
+    assert results_table.env_row_name("babyai/GoToLocal-v0") == "BabyAI GoToLocal"
+    assert results_table.env_row_name("reasoning_gym/ChainSum-v0") == "reasoning-gym ChainSum"
+    assert set(results_table.ECOSYSTEM) >= {
+        results_table.env_row_name(s["env"])
+        for s in results_table.lab_summaries()
+        if "/" in s["env"] and not s["env"].startswith("freshrl/")
+    }
+
+
 def test_the_per_env_table_names_its_families_and_shows_no_peak_without_the_final():
     table = results_table.table()
     assert "- Gain over the start (each row's change in held-out success): m = " in table
