@@ -164,7 +164,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     from experiments.common.plots import plot_training_curves
     from experiments.common.quiet_logs import LOG_FILE_NAME, install, worker_runtime_env
     from experiments.common.ray_session import start_ray
-    from experiments.common.results_json import provenance, write_json
+    from experiments.common.results_json import dtype_record, provenance, write_json
 
     settings: RunSettings = args.run
     output = Path(args.output or f"results/{settings.env.split('/')[-1]}-{time.strftime('%Y%m%d-%H%M%S')}")
@@ -177,14 +177,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             f"freshrl: warm-starting {settings.model} on {settings.env} for {settings.warm_start_steps} "
             "steps (built once, then cached)"
         )
+    # The commit is the one checked out when the run starts: a warm start can take a quarter of an hour.
+    record = provenance(PROG, argv)
     try:
         model = starting_model(settings)
     except SettingsError as error:
         raise SystemExit(f"freshrl: {error}") from None
     print(f"freshrl: starting from {model}; {describe()}")
     config = run_config(settings, model, args.config.evaluation_interval)
-    record = provenance(PROG, argv, config)
-    dtypes = record["dtypes"]
+    dtypes = record["dtypes"] = dtype_record(config)
     print(
         f"freshrl: learner dtype {dtypes['model_dtype_reason']}; engine dtype {dtypes['engine_dtype_reason']}"
     )
