@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from experiments.common import lab_entries, lab_report
+from experiments.common import lab_entries, lab_report, solution_length
 from experiments.common.blind_floor import blind_floor
 from experiments.common.comparison_options import parse_args as comparison_options
 from experiments.common.comparison_runs import (
@@ -82,12 +82,27 @@ def write_report(
     summary = lab_report.summarize(name, runs)
     # The tasks the entry's evaluations played (every evaluation plays the same ones).
     tasks = runs[0]["curve"][0]["metrics"]["task_seeds"]
-    summary["blind_floor"] = blind_floor(summary["env"], summary["env_config"], tasks)
+    floor = summary["blind_floor"] = blind_floor(summary["env"], summary["env_config"], tasks)
+    summary["by_solution_length"] = by_solution_length(summary, runs, tasks, floor)
     output.mkdir(parents=True, exist_ok=True)
     (output / "summary.json").write_text(dumps({"provenance": record, **summary}, indent=1))
     (output / "README.md").write_text(lab_report.markdown(summary, record, settings_shown(name)))
     lab_report.plot(summary, output / "curves.png")
     return summary
+
+
+def by_solution_length(
+    summary: dict[str, Any], runs: list[dict[str, Any]], tasks: list[int], floor: dict[str, Any] | None
+) -> list[dict[str, Any]] | None:
+    """Start, end and blind success on the entry's validation tasks, by the oracle's solution length
+    (experiments/common/solution_length.py); None where the env has no oracle moves."""
+    lengths = solution_length.oracle_lengths(summary["env"], summary["env_config"], tasks)
+    if lengths is None:
+        return None
+    rates = {"start": solution_length.task_rates(runs, 0), "end": solution_length.task_rates(runs, -1)}
+    if floor is not None:
+        rates["blind"] = floor["task_rates"]
+    return solution_length.success_by_length(lengths, rates)
 
 
 def recorded_seeds(output: Path) -> int:

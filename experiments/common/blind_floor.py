@@ -32,7 +32,8 @@ def blind_floor(
 ) -> dict[str, Any] | None:
     """The blind policy's success on the tasks ``task_seeds`` (reset seeds: those an evaluation played),
     ``repeats`` episodes each: the mean over tasks of each task's rate, with the 95% t interval over tasks (a
-    task's episodes are one cluster); None where the env has no ``blind_response``."""
+    task's episodes are one cluster), and each task's rate (``task_rates``, in the order of ``task_seeds``);
+    None where the env has no ``blind_response``."""
     env = gym.make(env_id, **env_config).unwrapped
     if not hasattr(env, "blind_response"):
         env.close()
@@ -58,4 +59,5 @@ def blind_floor(
         "repeats": repeats,
         "seed": seed,
         "policy": "blind: each turn the env's blind_response (uniform moves, as many as a turn allows)",
+        "task_rates": rates,
     }

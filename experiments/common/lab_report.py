@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from experiments.common import learning_diagnostics
+from experiments.common import learning_diagnostics, solution_length
 from experiments.common.significance import (
     ALPHA,
     mean_over_seeds,
@@ -235,6 +235,7 @@ def markdown(summary: Mapping[str, Any], record: Mapping[str, Any], settings_fil
         lines.append(f"| seed {seed} | " + " | ".join(f"{value:.3f}" for value in curve) + " |")
     lines += [
         "",
+        *solution_length.markdown_lines(summary.get("by_solution_length")),
         *learning_diagnostics.markdown_lines(
             {summary["env"]: {"on_policy": summary["diagnostics"]}}, {"on_policy": "on-policy"}, "arm"
         ),

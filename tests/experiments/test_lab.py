@@ -188,6 +188,11 @@ def test_run_trains_missing_seeds_resumes_and_check_tests_a_new_seed(lab_dirs, m
     assert f"**Blind floor {100 * floor['success']:.1f}%" in (record / "README.md").read_text()
     assert (record / "curves.png").read_bytes().startswith(b"\x89PNG")
     assert "tiny: 3 seeds, before 0.111 -> after 0.500" in capsys.readouterr().out
+    by_length = saved["by_solution_length"]  # the same tasks, binned by the oracle's moves
+    assert sum(row["tasks"] for row in by_length) == len(TASKS)
+    weighted = sum(row["tasks"] * row["end"] for row in by_length) / len(TASKS)
+    assert weighted == pytest.approx(saved["after"]["mean"])  # every task in one bin, rates over seeds
+    assert "## Success by solution length" in (record / "README.md").read_text()
 
     check = lab_dirs / "check"
     assert lab.main(["check", "tiny", "--output", str(check)]) is False
