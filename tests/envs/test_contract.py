@@ -3,6 +3,7 @@
 import random
 import re
 import time
+import warnings
 
 import numpy as np
 import pytest
@@ -213,6 +214,26 @@ def test_each_broken_property_is_named(env, prop, message):
     assert prop in caught.value.failures  # ... and fails here, named, with the reason
     assert re.search(message, caught.value.failures[prop]), caught.value.failures[prop]
     assert f"[{prop}]" in str(caught.value)
+
+
+class CollectsALeakedSocket(Find):
+    """A well-behaved env during whose check the garbage collector reaches a socket something else leaked."""
+
+    def reset(self, *, seed=None, options=None):
+        warnings.warn("unclosed <socket.socket fd=13>", ResourceWarning, stacklevel=1)
+        return super().reset(seed=seed, options=options)
+
+
+class WarnsItself(Find):
+    def reset(self, *, seed=None, options=None):
+        warnings.warn("the env's own warning", UserWarning, stacklevel=1)
+        return super().reset(seed=seed, options=options)
+
+
+def test_check_env_counts_the_env_s_warnings_not_the_garbage_collector_s():
+    assert check_property(CollectsALeakedSocket, "check_env", **FAST) == "ok"
+    with pytest.raises(ContractViolation, match="check_env warned: the env's own warning"):
+        check_property(WarnsItself, "check_env", **FAST)
 
 
 def test_the_state_key_is_optional():
