@@ -99,7 +99,7 @@ def by_solution_length(
     lengths = solution_length.oracle_lengths(summary["env"], summary["env_config"], tasks)
     if lengths is None:
         return None
-    rates = {"start": solution_length.task_rates(runs, 0), "end": solution_length.task_rates(runs, -1)}
+    rates = {point: solution_length.task_rates(runs, at, tasks) for point, at in (("start", 0), ("end", -1))}
     if floor is not None:
         rates["blind"] = floor["task_rates"]
     return solution_length.success_by_length(lengths, rates)

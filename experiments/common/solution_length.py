@@ -18,6 +18,7 @@ import gymnasium as gym
 import numpy as np
 
 import envs  # noqa: F401  (registers the ids)
+from experiments.common.significance import task_outcomes
 
 # Lengths in moves, (lowest, highest) of each bin; the last is open-ended.
 BINS: tuple[tuple[int, int | None], ...] = ((0, 2), (3, 4), (5, 6), (7, 9), (10, None))
@@ -61,14 +62,15 @@ def success_by_length(lengths: Sequence[int], rates: Mapping[str, Sequence[float
     return rows
 
 
-def task_rates(runs: Sequence[Mapping[str, Any]], point: int) -> list[float]:
-    """Each task's success rate at evaluation ``point`` (0: the start, -1: the end), averaged over ``runs``
-    (the seeds), from the evaluations' per-task outcomes (successes out of ``samples_per_task``)."""
+def task_rates(runs: Sequence[Mapping[str, Any]], point: int, tasks: Sequence[int]) -> list[float]:
+    """Each of ``tasks``' success rate at evaluation ``point`` (0: the start, -1: the end), averaged over
+    ``runs`` (the seeds), from the evaluations' per-task outcomes matched by task seed."""
     per_run = []
     for run in runs:
-        metrics = run["curve"][point]["metrics"]
-        samples = metrics.get("samples_per_task", 1)
-        per_run.append(np.asarray(metrics["task_successes"], dtype=float) / samples)
+        outcomes = task_outcomes(run["curve"][point]["metrics"])
+        if outcomes is None:
+            raise ValueError("an evaluation of the run has no per-task outcomes (task_seeds, task_successes)")
+        per_run.append([outcomes[int(task)] for task in tasks])
     return np.mean(per_run, axis=0).tolist()
 
 

@@ -25,11 +25,12 @@ def test_tasks_fall_into_bins_of_moves_and_each_bin_averages_its_tasks():
 
 
 def test_a_task_s_rate_is_its_successes_over_its_samples_averaged_over_seeds():
-    def run(successes: list[int], samples: int) -> dict:
-        metrics = {"task_successes": successes, "samples_per_task": samples}
+    def run(seeds: list[int], successes: list[int], samples: int) -> dict:
+        metrics = {"task_seeds": seeds, "task_successes": successes, "samples_per_task": samples}
         return {"curve": [{"metrics": metrics}, {"metrics": metrics}]}
 
-    assert solution_length.task_rates([run([2, 0], 2), run([1, 1], 2)], 0) == [0.75, 0.25]
+    runs = [run([7, 9], [2, 0], 2), run([9, 7], [1, 1], 2)]  # matched by task seed, not by position
+    assert solution_length.task_rates(runs, 0, [7, 9]) == [0.75, 0.25]
 
 
 def test_the_oracle_s_moves_are_counted_per_task_and_envs_without_an_oracle_have_none():
