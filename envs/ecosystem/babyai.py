@@ -36,6 +36,14 @@ LEGEND = (
 IMAGE_LEGEND = "The image shows the whole room from above; you are the red triangle, pointing where you face."
 # Pixels per grid cell in the vision env: one 28-pixel patch of Qwen2.5-VL's vision tower, as FrozenLake.
 TILE_PIXELS = 28
+# Rooms drawn (each in the reset's split) before ``max_solution_length`` gives up on finding a short one.
+MAX_LENGTH_DRAWS = 1_000
+# Held-out rooms found, by (level, max_solution_length, reset seed): the room's minigrid seed, the env's
+# generator state after the draws, BabyAIBot's plan. Evaluations replay the same validation seeds, and each
+# costs ~20 room draws to find (~45 and two plans with max_solution_length=4: 0.4 s); the room's own seed
+# rebuilds it in one, and restoring the generator makes the reset what the draws would have made.
+_HELD_OUT_ROOMS: dict[tuple[str, int | None, int | None], tuple[int, dict[str, Any], tuple[tuple, tuple]]] = {}
+HELD_OUT_ROOMS_KEPT = 4096
 
 
 def _make_level(level: str):
@@ -109,7 +117,9 @@ class BabyAIEnv(MultiTurnEnv):
 
     ## Arguments
     ``level``: a BabyAI id, e.g. ``"BabyAI-GoToLocal-v0"``; ``max_actions_per_turn`` (default 4);
-    ``max_turns``; ``invalid_output``; ``invalid_penalty``.
+    ``max_turns``; ``max_solution_length``: only rooms that BabyAIBot solves in at most this many actions (an
+    easier setting, named as such where it is used; default None, every room); ``invalid_output``;
+    ``invalid_penalty``.
 
     ## Version History
     * v0: initial version.
@@ -122,6 +132,7 @@ class BabyAIEnv(MultiTurnEnv):
         level: str,
         max_actions_per_turn: int = 4,
         max_turns: int | None = None,
+        max_solution_length: int | None = None,
         invalid_output: str = "reprompt",
         invalid_penalty: float = DEFAULT_INVALID_PENALTY,
         render_mode: str | None = None,
@@ -130,6 +141,9 @@ class BabyAIEnv(MultiTurnEnv):
             raise ValueError(f"level must be a BabyAI id such as 'BabyAI-GoToLocal-v0', got {level!r}")
         self.level = level
         self.max_actions_per_turn = check_int("max_actions_per_turn", max_actions_per_turn, 1)
+        self.max_solution_length = (
+            None if max_solution_length is None else check_int("max_solution_length", max_solution_length, 1)
+        )
         self._env = _make_level(level)
         with contextlib.redirect_stdout(io.StringIO()):
             self._env.reset(seed=0)  # some levels set max_steps only when they build a room
@@ -144,23 +158,58 @@ class BabyAIEnv(MultiTurnEnv):
             render_mode=render_mode,
         )
         self._split = "train"
+        self._reset_seed: int | None = None
+        self._room_seed = 0
         # BabyAIBot's last plan: the state key before each of its actions, and the actions.
         self._plan: tuple[list[bytes], list[str]] = ([], [])
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         self._split = split_of_reset_seed(seed)
+        self._reset_seed = seed
         return super().reset(seed=seed, options=options)
 
     def _draw(self) -> str:
-        # BabyAI prints every rejected object placement ("Sampling rejected: ...") while it builds a room.
-        with contextlib.redirect_stdout(io.StringIO()):
-            self._env.reset(seed=int(self.np_random.integers(2**31)))
+        self._room_seed = int(self.np_random.integers(2**31))
+        self._build_room(self._room_seed)
         return f"{self._env.mission}\n{self.map_text()}"
 
+    def _build_room(self, room_seed: int) -> None:
+        # BabyAI prints every rejected object placement ("Sampling rejected: ...") while it builds a room.
+        with contextlib.redirect_stdout(io.StringIO()):
+            self._env.reset(seed=room_seed)
+
     def _new_task(self) -> str:
-        draw_in_split(self._draw, str, self._split, settings=f"minigrid {self.level}")
-        self._plan = ([], [])
+        key = (self.level, self.max_solution_length, self._reset_seed)
+        cached = _HELD_OUT_ROOMS.get(key) if self._split != "train" else None
+        if cached is None:
+            self._plan = self._draw_room()
+            if self._split != "train":
+                if len(_HELD_OUT_ROOMS) >= HELD_OUT_ROOMS_KEPT:
+                    _HELD_OUT_ROOMS.pop(next(iter(_HELD_OUT_ROOMS)))
+                plan = (tuple(self._plan[0]), tuple(self._plan[1]))
+                _HELD_OUT_ROOMS[key] = (self._room_seed, self.np_random.bit_generator.state, plan)
+        else:
+            room_seed, generator_state, (keys, actions) = cached
+            self._build_room(room_seed)
+            self.np_random.bit_generator.state = generator_state
+            self._plan = (list(keys), list(actions))
         return f"{self._task_text()}\n{self.format_reminder()}\n{self._state_text()}"
+
+    def _draw_room(self) -> tuple[list[bytes], list[str]]:
+        """Draw rooms until one is in the reset's split (and, with ``max_solution_length``, short enough for
+        BabyAIBot); the plan BabyAIBot made for it, or an empty one, planned when the oracle is first asked."""
+        settings = f"minigrid {self.level}, max_solution_length={self.max_solution_length}"
+        for _ in range(MAX_LENGTH_DRAWS):
+            draw_in_split(self._draw, str, self._split, settings=settings)
+            if self.max_solution_length is None:
+                return [], []
+            plan = self._bot_plan()
+            if len(plan[1]) <= self.max_solution_length:
+                return plan
+        raise RuntimeError(
+            f"no {self._split} room in {MAX_LENGTH_DRAWS} draws at {settings}: BabyAIBot needs more actions "
+            "on every room drawn; raise max_solution_length"
+        )
 
     def _task_text(self) -> str:
         return f"BabyAI: accomplish the mission in the room.\n{LEGEND}"
@@ -249,21 +298,26 @@ class BabyAIEnv(MultiTurnEnv):
         if self._done:
             return []
         key = _key(self._env)
+        if key not in self._plan[0]:  # the agent left the plan: plan again from here
+            self._plan = self._bot_plan()
         keys, actions = self._plan
-        if key not in keys:  # the agent left the plan (or there is none yet): plan again from here
-            from minigrid.utils.baby_ai_bot import BabyAIBot
-
-            env = copy.deepcopy(self._env)
-            bot, keys, actions = BabyAIBot(env), [], []
-            for _ in range(env.max_steps - env.step_count):
-                action = int(bot.replan())
-                keys.append(_key(env))
-                actions.append(ACTIONS[action])
-                _, _, terminated, truncated, _ = env.step(action)
-                if terminated or truncated:
-                    break
-            self._plan = (keys, actions)
         return actions[keys.index(key) :] if key in keys else []
+
+    def _bot_plan(self) -> tuple[list[bytes], list[str]]:
+        """BabyAIBot played from the current state on a copy of the level: the state key before each of its
+        actions, and the actions."""
+        from minigrid.utils.baby_ai_bot import BabyAIBot
+
+        env = copy.deepcopy(self._env)
+        bot, keys, actions = BabyAIBot(env), [], []
+        for _ in range(env.max_steps - env.step_count):
+            action = int(bot.replan())
+            keys.append(_key(env))
+            actions.append(ACTIONS[action])
+            _, _, terminated, truncated, _ = env.step(action)
+            if terminated or truncated:
+                break
+        return keys, actions
 
     def oracle_responses(self) -> list[str]:
         """:meth:`oracle_actions` as strict answers, one per turn."""

@@ -80,3 +80,43 @@ def test_state_keys_hold_a_sequenced_mission_s_progress():
 
     assert _progress(SimpleNamespace()) == "-"
     assert _progress(mission(False)) != _progress(mission("success"))
+
+
+def test_max_solution_length_draws_only_rooms_the_bot_solves_that_fast():
+    short = gym.make("babyai/GoToLocal-v0", max_solution_length=3).unwrapped
+    every = gym.make("babyai/GoToLocal-v0").unwrapped
+    lengths = []
+    for seed in [*seeds("train", 12), *seeds("validation", 2)]:
+        short.reset(seed=seed)
+        lengths.append(len(short.oracle_actions()))
+        observation, _ = short.reset(seed=seed)
+        assert observation == short.reset(seed=seed)[0]  # still fixed by the seed
+    assert 1 <= min(lengths) and max(lengths) <= 3
+    longest = 0
+    for seed in seeds("train", 12):
+        every.reset(seed=seed)
+        longest = max(longest, len(every.oracle_actions()))
+    assert longest > 3  # the unrestricted level draws longer rooms: the filter did the work
+
+
+@pytest.mark.parametrize("bad", [0, -2, 2.5, "4"])
+def test_max_solution_length_must_be_a_positive_integer(bad):
+    with pytest.raises(ValueError, match="max_solution_length"):
+        gym.make("babyai/GoToLocal-v0", max_solution_length=bad)
+
+
+@pytest.mark.parametrize("config", [{}, {"max_solution_length": 4}])
+def test_a_held_out_room_found_again_is_the_room_the_draws_make(config, monkeypatch):
+    from envs.ecosystem import babyai
+
+    monkeypatch.setattr(babyai, "_HELD_OUT_ROOMS", {})
+    seed = seeds("validation", 1)[0]
+    drawn, replayed = (gym.make("babyai/GoToLocal-v0", **config).unwrapped for _ in range(2))
+    first, _ = drawn.reset(seed=seed)
+    assert len(babyai._HELD_OUT_ROOMS) == 1
+    again, _ = replayed.reset(seed=seed)
+    assert again == first and replayed.oracle_actions() == drawn.oracle_actions()
+    # The generator goes on as after the draws: the next unseeded (training) task is the same too.
+    assert replayed.reset()[0] == drawn.reset()[0]
+    drawn.reset(seed=seeds("train", 1)[0])
+    assert len(babyai._HELD_OUT_ROOMS) == 1  # training rooms are seldom drawn twice: not kept
