@@ -42,7 +42,7 @@ MAX_LENGTH_DRAWS = 1_000
 # generator state after the draws, BabyAIBot's plan. Evaluations replay the same validation seeds, and each
 # costs ~20 room draws to find (~45 and two plans with max_solution_length=4: 0.4 s); the room's own seed
 # rebuilds it in one, and restoring the generator makes the reset what the draws would have made.
-_HELD_OUT_ROOMS: dict[tuple[str, int | None, int | None], tuple[int, dict[str, Any], tuple[tuple, tuple]]] = {}
+_HELD_OUT_ROOMS: dict[tuple[str, int | None, int | None], tuple[int, dict[str, Any], tuple]] = {}
 HELD_OUT_ROOMS_KEPT = 4096
 
 
@@ -197,7 +197,7 @@ class BabyAIEnv(MultiTurnEnv):
 
     def _draw_room(self) -> tuple[list[bytes], list[str]]:
         """Draw rooms until one is in the reset's split (and, with ``max_solution_length``, short enough for
-        BabyAIBot); the plan BabyAIBot made for it, or an empty one, planned when the oracle is first asked."""
+        BabyAIBot); BabyAIBot's plan for it, or an empty one (planned when the oracle is first asked)."""
         settings = f"minigrid {self.level}, max_solution_length={self.max_solution_length}"
         for _ in range(MAX_LENGTH_DRAWS):
             draw_in_split(self._draw, str, self._split, settings=settings)
