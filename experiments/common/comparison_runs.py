@@ -72,6 +72,9 @@ def load_finished(path: Path, settings: dict[str, Any]) -> dict[str, Any] | None
     saved = dict(run["settings"])
     if "overrides" in saved:
         saved["overrides"] = {RENAMED_KEYS.get(key, key): value for key, value in saved["overrides"].items()}
+    # A settings field added since the run was saved, at its default, is the same run.
+    defaults = json.loads(dumps(RunSettings().as_record()))
+    saved.update({key: defaults[key] for key in settings.keys() - saved.keys() if key in defaults})
     if "model_path" not in settings:
         saved = {key: value for key, value in saved.items() if key != "model_path"}
     if saved != settings:

@@ -81,6 +81,9 @@ class RunSettings:
     # (algorithms.warm_start).
     warm_start_steps: int | None = None
     warm_start: bool = True  # False: start from the untrained tiny model (no model only)
+    # The env kwargs of the warm start's demonstrations (None: ``env_config``): RL on an easier setting of a
+    # task can start from a policy that saw the whole task (docs/learning_lab.md, BabyAI).
+    warm_start_env_config: dict[str, Any] | None = None
     num_env_runners: int = 0  # remote EnvRunners (0: in-process)
     num_learners: int = 0  # remote learners (0: in-process)
     gpu: bool = False  # one GPU per learner and per remote EnvRunner
@@ -329,14 +332,18 @@ def starting_model(settings: RunSettings) -> str:
     (``algorithms.warm_start``; trained on first use, then cached), or the untrained tiny model when
     ``warm_start`` is false. An env without ``oracle_responses()`` is a :class:`SettingsError` naming its
     contract and the ways around it. The warm start's demonstrations are episodes of the run's
-    ``env_config``."""
+    ``warm_start_env_config``, by default its ``env_config``."""
     from algorithms.warm_start import MissingOracleError, tiny_base_path, warm_started_path
 
     if settings.model is not None and not settings.warm_start_steps:  # None or 0: no warm start
         return settings.model
     if not settings.warm_start:
         return str(tiny_base_path(settings.env))
-    warm_start = {"steps": settings.warm_start_steps, "env_config": dict(settings.env_config)}
+    demonstrated = settings.warm_start_env_config
+    warm_start = {
+        "steps": settings.warm_start_steps,
+        "env_config": dict(settings.env_config if demonstrated is None else demonstrated),
+    }
     try:
         if settings.model is not None:
             return str(warm_started_path(settings.env, base=settings.model, **warm_start))

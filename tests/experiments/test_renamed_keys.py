@@ -93,3 +93,8 @@ def test_compare_arms_take_the_old_name_and_resume_runs_saved_under_it(tmp_path)
     assert run_path(tmp_path, env, new[0], 1).name == "FrozenLake-v0__advantage_estimator-episode__seed1.json"
     run = load_finished(saved, {"overrides": {"advantage_estimator": "gigpo"}})
     assert run["arm"] == "advantage=gigpo"
+    # A settings field added since, at its default, is the same run; at another value it is not.
+    overrides = {"advantage_estimator": "gigpo"}
+    assert load_finished(saved, {"overrides": overrides, "warm_start_env_config": None})
+    with pytest.raises(SystemExit, match="not"):
+        load_finished(saved, {"overrides": overrides, "warm_start_env_config": {}})

@@ -123,6 +123,10 @@ def test_warm_start_options(monkeypatch):
     # The demonstrations are episodes of the run's env setting.
     starting_model(RunSettings(env="e", env_config={"size": 5}))
     assert chosen[-1] == ("e", None, None, {"size": 5})
+    # ... unless the warm start demonstrates another (RL on an easier setting of the task).
+    easier = RunSettings(env="e", env_config={"size": 5, "short": 1}, warm_start_env_config={"size": 5})
+    starting_model(easier)
+    assert chosen[-1] == ("e", None, None, {"size": 5})
 
 
 def test_an_env_without_oracle_stops_train_with_the_contract(monkeypatch):
