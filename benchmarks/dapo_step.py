@@ -81,6 +81,7 @@ import envs  # noqa: F401  (registers freshrl/Math-v0)
 from algorithms.dapo import DAPOConfig
 from algorithms.dapo.collate import collate
 from algorithms.trajectory import Trajectory
+from benchmarks.flops import counting_flops, matrix_peaks, model_shape, token_logprobs_flops
 from benchmarks.measure import load_average, peak_rss_gib
 from benchmarks.requirements import parse_and_check
 from envs.math_task import CORRECT_REWARD, WRONG_REWARD
@@ -155,13 +156,19 @@ def mean_spans(spans: list[Span]) -> Span:
 @dataclass
 class Measured:
     """Mean spans of the timed iterations (or single measurements) by name, generated tokens per iteration,
-    tokens per learner batch, the process's peak resident memory and the allocator it ran with."""
+    tokens per learner batch, the process's peak resident memory and the allocator it ran with; where the
+    learner was compared with the plain update, each update's FLOPs by part and the CPU's matrix-product
+    peaks (FLOP/s by product and dtype), measured in the same process."""
 
     spans: dict[str, Span]
     generated_tokens: float
     batch_tokens: int = 0
     peak_rss_gib: float = 0.0
     allocator: str = ""
+    learner_flops: dict[str, int] | None = None
+    plain_flops: dict[str, int] | None = None
+    peak_flop_s: dict[str, float] | None = None
+    peak_dtype: str = ""
 
 
 def isolated(side: Callable[..., dict[str, Any]], *args: Any) -> Measured:
@@ -286,6 +293,19 @@ def plain_update(model, optimizer, trajectories: list[Trajectory], micro: int, d
     optimizer.step()
 
 
+def plain_update_flops(model, trajectories: list[Trajectory], micro: int) -> dict[str, int]:
+    """``plain_update``'s FLOPs, counted as the learner's are (benchmarks/flops.py, padding excluded):
+    every token of every row through the model, no shared prefix, the LM head at every position, once."""
+    shape, counts = model_shape(model), defaultdict(int)
+    for i in range(0, len(trajectories), micro):
+        lengths = [len(t.token_ids) for t in trajectories[i : i + micro]]
+        flops = token_logprobs_flops(shape, lengths, sum(lengths), grad=True, checkpoint_head=False)
+        for part, value in flops.items():
+            counts[part] += value
+            counts["total"] += value
+    return dict(counts)
+
+
 def run_dapo(work: Workload, gradient_checkpointing: bool, compare_plain: bool) -> dict[str, Any]:
     """Our iterations; with ``compare_plain``, then the learner against a plain transformers update."""
     quiet()
@@ -328,28 +348,29 @@ def run_dapo(work: Workload, gradient_checkpointing: bool, compare_plain: bool) 
     peak = peak_rss_gib()
     batch = captured[-1]
     batch_tokens = sum(len(t.token_ids) for t in batch)
+    arithmetic = {}
     if compare_plain:
-        spans.update(learner_vs_plain(algo, work, batch))
+        compared, arithmetic = learner_vs_plain(algo, work, batch)
+        spans.update(compared)
     algo.stop()
-    return finish(spans, peak, generated_tokens=float(np.mean(tokens[1:])), batch_tokens=batch_tokens)
+    return finish(
+        spans, peak, generated_tokens=float(np.mean(tokens[1:])), batch_tokens=batch_tokens, **arithmetic
+    )
 
 
-def learner_vs_plain(algo: Any, work: Workload, batch: list[Trajectory]) -> dict[str, Span]:
-    """Learner vs plain transformers on ``batch``: same model, optimizer and dtype, back to back."""
+def learner_vs_plain(algo: Any, work: Workload, batch: list[Trajectory]) -> tuple[dict[str, Span], dict]:
+    """Learner vs plain transformers on ``batch``: same model, optimizer and dtype, back to back; then the
+    CPU's matrix-product peak in the learner's dtype, so that both updates' FLOP/s read against it.
+    Returns the two spans and ``Measured``'s arithmetic fields."""
     learner = algo.learner_group._learner
     (module_id,) = list(learner.module.keys())
+    model = learner.module[module_id].model
     spans = {}
-    with Stopwatch() as watch:
+    with counting_flops() as learner_flops, Stopwatch() as watch:
         learner.update_from_trajectories(batch)
     spans["learner update"] = watch.span
     with Stopwatch() as watch:
-        plain_update(
-            learner.module[module_id].model,
-            learner.get_optimizer(module_id),
-            batch,
-            work.micro_batch,
-            work.model_dtype,
-        )
+        plain_update(model, learner.get_optimizer(module_id), batch, work.micro_batch, work.model_dtype)
     spans["plain update"] = watch.span
     print(
         f"  learner update {spans['learner update'].wall:.1f} s, plain transformers "
@@ -357,7 +378,13 @@ def learner_vs_plain(algo: Any, work: Workload, batch: list[Trajectory]) -> dict
         f"load {load_average()}",
         flush=True,
     )
-    return spans
+    arithmetic = {
+        "learner_flops": dict(learner_flops),
+        "plain_flops": plain_update_flops(model, batch, work.micro_batch),
+        "peak_flop_s": matrix_peaks(work.model_dtype),
+        "peak_dtype": work.model_dtype,
+    }
+    return spans, arithmetic
 
 
 # ---------------------------------------------------------------------------------------------------- TRL
@@ -513,6 +540,17 @@ def report(work: Workload, ours: dict[str, Measured], trl: dict[str, Measured]) 
             f"wall {verdict(wall, wall >= LEARNER_TARGET)} ({learner['learner_tokens_per_s']:.0f} vs "
             f"{learner['plain_tokens_per_s']:.0f} tokens/s), CPU {verdict(cpu, cpu >= LEARNER_TARGET)}"
         )
+    if learner is not None and "peak_flop_s" in learner:
+        print(
+            f"arithmetic (benchmarks/flops.py, padding excluded): learner update "
+            f"{learner['learner_flops'] / 1e12:.1f} TFLOP at {learner['learner_flop_s'] / 1e9:.0f} GFLOP/s "
+            f"({learner['learner_share_of_peak']:.0%} of the CPU's matrix peak in {work.model_dtype}, "
+            f"{learner['peak_flop_s'] / 1e9:.0f} GFLOP/s), "
+            f"plain update {learner['plain_flops'] / 1e12:.1f} TFLOP "
+            f"({learner['plain_over_learner_flops']:.2f}x) at {learner['plain_flop_s'] / 1e9:.0f} GFLOP/s "
+            f"({learner['plain_share_of_peak']:.0%}); the learner update at the peak would take "
+            f"{learner['learner_update_at_peak_s']:.1f} s"
+        )
 
 
 def two_epochs(spans: dict[str, Span]) -> Span:
@@ -553,7 +591,28 @@ def ratios(ours: dict[str, Measured], trl: dict[str, Measured]) -> dict[str, Any
             "learner_tokens_per_s": compared.batch_tokens / learner.wall,
             "plain_tokens_per_s": compared.batch_tokens / plain.wall,
         }
+        if compared.learner_flops and compared.peak_flop_s:
+            learner_vs_plain.update(arithmetic(compared, learner, plain))
     return {"time": time_ratios, "memory": memory, "learner_vs_plain": learner_vs_plain}
+
+
+def arithmetic(compared: Measured, learner: Span, plain: Span) -> dict[str, float]:
+    """Each update's FLOPs and FLOP/s, as a share of the CPU's best matrix product in the learner's dtype,
+    and the learner update's time at that peak (the floor of its arithmetic as counted)."""
+    dtype = " " + compared.peak_dtype
+    peak = max(rate for name, rate in compared.peak_flop_s.items() if name.endswith(dtype))
+    learner_flops, plain_flops = compared.learner_flops["total"], compared.plain_flops["total"]
+    return {
+        "learner_flops": learner_flops,
+        "plain_flops": plain_flops,
+        "plain_over_learner_flops": plain_flops / learner_flops,
+        "peak_flop_s": peak,
+        "learner_flop_s": learner_flops / learner.wall,
+        "plain_flop_s": plain_flops / plain.wall,
+        "learner_share_of_peak": learner_flops / learner.wall / peak,
+        "plain_share_of_peak": plain_flops / plain.wall / peak,
+        "learner_update_at_peak_s": learner_flops / peak,
+    }
 
 
 def record(work: Workload, ours: dict[str, Measured], trl: dict[str, Measured], dtype_reason: str) -> dict:
@@ -566,6 +625,10 @@ def record(work: Workload, ours: dict[str, Measured], trl: dict[str, Measured], 
             "batch_tokens": measured.batch_tokens,
             "peak_rss_gib": measured.peak_rss_gib,
             "allocator": measured.allocator,
+            "learner_flops": measured.learner_flops,
+            "plain_flops": measured.plain_flops,
+            "peak_flop_s": measured.peak_flop_s,
+            "peak_dtype": measured.peak_dtype,
         }
 
     return {

@@ -26,6 +26,8 @@ from collections.abc import Iterator
 import torch
 from torch import nn
 
+from benchmarks.measure import load_average
+
 
 @dataclasses.dataclass(frozen=True)
 class ModelShape:
@@ -75,9 +77,11 @@ def token_logprobs_flops(
     prefix: int = 0,
     grad: bool = False,
     checkpoint_layers: bool = False,
+    checkpoint_head: bool = True,
 ) -> dict[str, int]:
     """FLOPs of one ``token_logprobs`` call over rows of real ``lengths``, the LM head at ``head_positions``
     positions, the first ``prefix`` tokens (shared by every row) run once: {"linear", "attention", "head"}.
+    ``checkpoint_head=False`` counts a head whose forward runs once, as a plain HF forward's does.
     """
     tokens = prefix + sum(length - prefix for length in lengths)
     pairs = causal_pairs(0, prefix) + sum(causal_pairs(prefix, length) for length in lengths)
@@ -92,7 +96,7 @@ def token_logprobs_flops(
     return {
         "linear": layer_passes * linear_forward + linear_backward,
         "attention": (layer_passes + 2) * attention_forward,
-        "head": 2 * head_forward + head_backward,
+        "head": (2 if checkpoint_head else 1) * head_forward + head_backward,
     }
 
 
@@ -180,3 +184,23 @@ def matmul_rate(m: int, k: int, n: int, dtype: torch.dtype, repeats: int = 5, se
             torch.mm(a, b)
         best = min(best, (time.perf_counter() - started) / calls)
     return 2 * m * k * n / best
+
+
+# The peak's products: a SmolLM2-shaped one (4096 tokens through its MLP's up projection) and a square one.
+PEAK_SHAPES = {"4096x576 @ 576x1536": (4096, 576, 1536), "2048x2048 @ 2048x2048": (2048, 2048, 2048)}
+
+
+def matrix_peaks(dtype: str) -> dict[str, float]:
+    """FLOP/s of each of ``PEAK_SHAPES`` in ``dtype`` and in float32, at torch's current threads."""
+    rates = {
+        f"{name} {kind}": matmul_rate(*shape, getattr(torch, kind))
+        for kind in dict.fromkeys((dtype, "float32"))
+        for name, shape in PEAK_SHAPES.items()
+    }
+    print(
+        "  peak: "
+        + ", ".join(f"{name} {rate / 1e9:.0f} GFLOP/s" for name, rate in rates.items())
+        + f"; load {load_average()}",
+        flush=True,
+    )
+    return rates

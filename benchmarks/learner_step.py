@@ -64,7 +64,7 @@ import torch
 from algorithms.dapo import DAPOConfig
 from algorithms.dapo.collate import collate
 from algorithms.trajectory import Trajectory
-from benchmarks.flops import counting_flops, matmul_rate
+from benchmarks.flops import counting_flops, matrix_peaks
 from benchmarks.measure import alternate, fastest, load_average, peak_rss_gib
 from benchmarks.requirements import parse_and_check
 from experiments.common.results_json import dtype_record, provenance, write_json
@@ -338,9 +338,6 @@ def run_learn(args: argparse.Namespace, argv: list[str] | None) -> None:
         )
 
 
-# The peak's products: a SmolLM2-shaped one (4096 tokens through its MLP's up projection) and a square one.
-PEAK_SHAPES = {"4096x576 @ 576x1536": (4096, 576, 1536), "2048x2048 @ 2048x2048": (2048, 2048, 2048)}
-
 # The profile's categories, by the name of the op or of its nearest enclosing op that has one (a cast that
 # autocast makes inside aten::linear is a cast; aten::t inside it is part of the product).
 PROFILE_CATEGORIES = {
@@ -351,22 +348,6 @@ PROFILE_CATEGORIES = {
 }
 OTHER_OPS = "element-wise & other ops"
 PYTHON = "Python/other"
-
-
-def matrix_peaks(dtype: str) -> dict[str, float]:
-    """FLOP/s of each of ``PEAK_SHAPES`` in ``dtype`` and in float32, at torch's current threads."""
-    rates = {
-        f"{name} {kind}": matmul_rate(*shape, getattr(torch, kind))
-        for kind in dict.fromkeys((dtype, "float32"))
-        for name, shape in PEAK_SHAPES.items()
-    }
-    print(
-        "  peak: "
-        + ", ".join(f"{name} {rate / 1e9:.0f} GFLOP/s" for name, rate in rates.items())
-        + f"; load {load_average()}",
-        flush=True,
-    )
-    return rates
 
 
 def profile_category(event) -> str | None:

@@ -1,10 +1,12 @@
 """benchmarks.dapo_step's figures: the ratios it prints and records, from measurements built by hand."""
 
 import json
+from types import SimpleNamespace
 
 import pytest
+from transformers import Qwen2Config, Qwen2ForCausalLM
 
-from benchmarks.dapo_step import Measured, Span, Workload, ratios, record
+from benchmarks.dapo_step import Measured, Span, Workload, plain_update_flops, ratios, record
 from experiments.common.results_json import dumps
 
 
@@ -18,7 +20,9 @@ def ours(iteration: float, learn: float, peak: float, plain: float | None = None
     if plain is not None:
         spans["learner update"] = Span(learn, 2 * learn)
         spans["plain update"] = Span(plain, 3 * plain)
-    return Measured(spans, generated_tokens=4096.0, batch_tokens=1000, peak_rss_gib=peak, allocator="tcmalloc")
+    return Measured(
+        spans, generated_tokens=4096.0, batch_tokens=1000, peak_rss_gib=peak, allocator="tcmalloc"
+    )
 
 
 def trl(step: float, peak: float) -> Measured:
@@ -62,3 +66,37 @@ def test_the_record_is_json_with_provenance_and_both_sides():
     assert saved["ours"]["checkpointing"]["spans"]["learn"] == {"wall_s": 28.0, "cpu_s": 56.0}
     assert saved["trl"]["checkpointing"]["peak_rss_gib"] == 8.0
     assert saved["ratios"]["time"]["ours (checkpointing) / TRL (checkpointing)"]["wall"] == pytest.approx(0.5)
+
+
+def test_the_arithmetic_reads_each_update_against_the_best_peak_in_the_learners_dtype():
+    measured = ours(30.0, 20.0, 9.0, plain=40.0)
+    measured.learner_flops = {"linear": 8e12, "attention": 1e12, "head": 1e12, "total": 10e12}
+    measured.plain_flops = {"linear": 12e12, "attention": 1e12, "head": 3e12, "total": 16e12}
+    measured.peak_flop_s = {"a bfloat16": 0.8e12, "b bfloat16": 1e12, "a float32": 0.2e12, "b float32": 3e12}
+    measured.peak_dtype = "bfloat16"
+    found = ratios({"no-checkpointing": measured}, {})["learner_vs_plain"]
+    assert found["peak_flop_s"] == 1e12
+    assert found["learner_share_of_peak"] == pytest.approx(10e12 / 20.0 / 1e12)
+    assert found["plain_share_of_peak"] == pytest.approx(16e12 / 40.0 / 1e12)
+    assert found["plain_over_learner_flops"] == pytest.approx(1.6)
+    assert found["learner_update_at_peak_s"] == pytest.approx(10.0)
+
+
+def test_the_plain_update_is_counted_on_every_token_with_the_head_run_once():
+    # Per layer of this decoder: q 8x8 + k 8x4 + v 8x4 + o 8x8 + gate, up, down 8x16 = 576 weights; head 32x8.
+    config = Qwen2Config(
+        vocab_size=32,
+        hidden_size=8,
+        intermediate_size=16,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        tie_word_embeddings=True,
+    )
+    rows = [SimpleNamespace(token_ids=[1] * length) for length in (5, 3, 4)]
+    flops = plain_update_flops(Qwen2ForCausalLM(config), rows, micro=2)
+    tokens, pairs = 12, 15 + 6 + 10
+    assert flops["linear"] == 6 * 2 * 576 * tokens
+    assert flops["attention"] == 3 * 2 * 2 * 8 * pairs * 2
+    assert flops["head"] == 3 * 2 * 256 * tokens  # forward once, the input's and the weight's gradients
+    assert flops["total"] == flops["linear"] + flops["attention"] + flops["head"]
