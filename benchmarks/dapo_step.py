@@ -38,7 +38,10 @@ its CPU time much less, so the CPU ratio is the steadier comparison. Printed: ou
 begin to end) and its generation + scoring part, the ratio ours / TRL (target <= ``TIME_TARGET``), the
 weight-sync share of our iteration (target < 10%), and the learner's tokens per second against a plain
 transformers forward (full logits, log-softmax, masked token mean) + backward + clipping + AdamW step on the
-same model, micro-batches and dtype (target >= ``LEARNER_TARGET``), timed right after each other. Each side's
+same model, micro-batches and dtype (target >= ``LEARNER_TARGET``), timed right after each other; with both
+updates' FLOPs (benchmarks/flops.py: the learner's counted as it runs, the plain update's from its shapes,
+padding excluded on both) against the CPU's matrix-product peak in the learner's dtype, measured right after
+in the same process: how much of the gap to a target is arithmetic. Each side's
 peak resident memory (``ru_maxrss`` of its process; ours at the end of its iterations, before the
 learner-vs-plain comparison, which is not part of a step) is printed with the allocator it ran under, ours /
 TRL per variant (target <= ``MEMORY_TARGET``); both sides inherit the command's (tcmalloc where installed,
@@ -640,6 +643,7 @@ def record(work: Workload, ours: dict[str, Measured], trl: dict[str, Measured], 
         "ours": {variant: side(m) for variant, m in ours.items()},
         "trl": {variant: side(m) for variant, m in trl.items()},
         "ratios": ratios(ours, trl),
+        "targets": {"time": TIME_TARGET, "memory": MEMORY_TARGET, "learner_vs_plain": LEARNER_TARGET},
     }
 
 

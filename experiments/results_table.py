@@ -1,8 +1,9 @@
-"""The README's learning-lab table, its per-env RL table and its replay table, written from the results
-files: ``python -m experiments.results_table``.
+"""The README's learning-lab table, its per-env RL table, its replay table and its speed block, written from
+the results files: ``python -m experiments.results_table``.
 
-Rewrites only the blocks between :data:`LAB_BEGIN` and :data:`LAB_END`, :data:`BEGIN` and :data:`END`, and
-:data:`REPLAY_BEGIN` and :data:`REPLAY_END` in README.md (``--check``: exits 1, changing nothing, when a
+Rewrites only the blocks between :data:`LAB_BEGIN` and :data:`LAB_END`, :data:`BEGIN` and :data:`END`,
+:data:`REPLAY_BEGIN` and :data:`REPLAY_END`, and the speed block's markers (``experiments/common/
+speed_table.py``, from the benchmark records) in README.md (``--check``: exits 1, changing nothing, when a
 block differs from what the files give; tests/experiments/test_results_table.py runs it).
 Every figure comes from a results file under docs/results/ (docs/results/README.md): the default job's
 ``default_job/summary.json``, the replay-mode comparison's ``compare-FrozenLake.json``, the tiny warm starts'
@@ -44,6 +45,9 @@ from experiments.common.significance import (
     success_change,
     welch_test,
 )
+from experiments.common.speed_table import BEGIN as SPEED_BEGIN
+from experiments.common.speed_table import END as SPEED_END
+from experiments.common.speed_table import speed_table
 
 PROG = "python -m experiments.results_table"
 README = REPOSITORY / "README.md"
@@ -855,9 +859,15 @@ def replay_table() -> str:
 
 
 def with_table(readme: str) -> str:
-    """``readme`` with the blocks between the markers replaced by :func:`table` and :func:`replay_table`.
+    """``readme`` with the blocks between the markers replaced by :func:`lab_table`, :func:`table`,
+    :func:`replay_table` and :func:`speed_table`.
     ValueError when a block's markers are not there once each, in order."""
-    blocks = ((LAB_BEGIN, LAB_END, lab_table), (BEGIN, END, table), (REPLAY_BEGIN, REPLAY_END, replay_table))
+    blocks = (
+        (LAB_BEGIN, LAB_END, lab_table),
+        (BEGIN, END, table),
+        (REPLAY_BEGIN, REPLAY_END, replay_table),
+        (SPEED_BEGIN, SPEED_END, speed_table),
+    )
     for begin, end, block in blocks:
         start, stop = readme.find(begin), readme.find(end)
         if readme.count(begin) != 1 or readme.count(end) != 1 or stop < start:

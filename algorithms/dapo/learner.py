@@ -199,6 +199,8 @@ class DAPOTorchLearner(TorchLearner):
                 sums["mismatch_ratio_max"] = max(
                     sums.get("mismatch_ratio_max", -math.inf), float(metrics["mismatch_ratio_max"])
                 )
+            if "kl_ref" in metrics:
+                _accumulate(sums, "kl_ref", float(metrics["kl_ref"]) * tokens)
             if "entropy_guard_penalty" in metrics:
                 guarded_here = float(metrics["entropy_guard_tokens"])
                 _accumulate(sums, "guard_tokens", guarded_here)
@@ -229,6 +231,8 @@ class DAPOTorchLearner(TorchLearner):
         for name in (*per_token, "mean_token_prob"):
             if tokens > 0:  # this learner's shard may hold no response tokens
                 log(f"train/{name}", sums.get(name, 0.0) / tokens, reduce="mean")
+        if tokens > 0 and "kl_ref" in sums:  # the k3 KL to the reference, what kl_coef weighs
+            log("train/kl_ref", sums["kl_ref"] / tokens, reduce="mean")
         log("train/loss", self._whole_step_loss(sums.get("loss", 0.0)), reduce="mean")
         log("train/ratio_min", sums.get("ratio_min", 1.0), reduce="min")
         log("train/ratio_max", sums.get("ratio_max", 1.0), reduce="max")

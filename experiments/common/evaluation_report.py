@@ -75,7 +75,8 @@ def machine_line(machine: dict[str, Any]) -> str:
     """One line of a provenance's machine, e.g. ``2 cores (AMD EPYC; avx2, fma), glibc malloc, no GPU``."""
     flags = ", ".join(machine["cpu_flags"]) or "no flags recorded"
     gpu = f"GPU {machine['gpu']}" if machine["gpu"] else "no GPU"
-    return f"{machine['cores']} cores ({machine['cpu_model']}; {flags}), {machine['allocator']}, {gpu}"
+    model = ", ".join(filter(None, (machine["cpu_model"], machine.get("cpu_generation"))))
+    return f"{machine['cores']} cores ({model}; {flags}), {machine['allocator']}, {gpu}"
 
 
 def endpoint_lines(report: dict[str, Any]) -> list[str]:

@@ -111,32 +111,38 @@ def git_output(root: Path, *arguments: str) -> str:
 def machine() -> dict[str, Any]:
     """The hardware and allocator a run's numbers come from. ``gpu`` is the GPU torch sees, or None: none,
     or the run never imported torch (it computed on the CPU only)."""
-    model, flags = _cpuinfo()
+    model, generation, flags = _cpuinfo()
     torch = sys.modules.get("torch")
     gpu = torch.cuda.get_device_name(0) if torch is not None and torch.cuda.is_available() else None
     return {
         "cores": os.cpu_count(),
         "architecture": platform.machine(),
         "cpu_model": model,
+        # Under a hypervisor the model name can be as bare as "AMD EPYC"; family and model tell Zen 4 from 5.
+        "cpu_generation": generation,
         "cpu_flags": [flag for flag in CPU_FLAGS if flag in flags],
         "allocator": current_allocator(),
         "gpu": gpu,
     }
 
 
-def _cpuinfo() -> tuple[str, set[str]]:
-    """The CPU's model name and flags from /proc/cpuinfo (elsewhere: platform's processor name, no flags)."""
+def _cpuinfo() -> tuple[str, str | None, set[str]]:
+    """The CPU's model name, ``family F model M`` (None where not listed) and flags from /proc/cpuinfo
+    (elsewhere: platform's processor name, None, no flags)."""
     try:
         text = Path("/proc/cpuinfo").read_text()
     except OSError:
-        return platform.processor() or "unknown", set()
+        return platform.processor() or "unknown", None, set()
     fields: dict[str, str] = {}
     for line in text.splitlines():
         key, _, value = line.partition(":")
         fields.setdefault(key.strip(), value.strip())
     model = fields.get("model name") or fields.get("Model") or platform.processor() or "unknown"
     flags = fields.get("flags") or fields.get("Features") or ""
-    return model, set(flags.split())
+    generation = None
+    if "cpu family" in fields and "model" in fields:
+        generation = f"family {fields['cpu family']} model {fields['model']}"
+    return model, generation, set(flags.split())
 
 
 def value_at(results: Any, key: str) -> Any:

@@ -143,6 +143,14 @@ def test_with_a_kl_term_zero_advantage_rows_still_train():
     assert sum(rows) == 2
 
 
+def test_the_kl_to_the_reference_is_reported_and_grows_once_the_policy_moves():
+    learner = build_learner(kl_coef=0.1, lr=1e-2)
+    batch = on_policy(learner, [trajectory(0, -1.0, 0), trajectory(0, 1.0, 1)])
+    first = learner.update_from_trajectories(batch)["train/kl_ref"].peek()
+    assert abs(first) < 1e-6  # the policy is still its reference
+    assert learner.update_from_trajectories(batch)["train/kl_ref"].peek() > 1e-4
+
+
 def test_gradient_checkpointing_steps_on_the_same_gradient(step_gradients):
     """DAPOConfig.gradient_checkpointing reaches the learner's forward and leaves the step's gradient as it
     was; the rows of each group share their prompt, so the shared-prefix path is the one checkpointed."""

@@ -20,6 +20,8 @@ def test_provenance_records_the_command_commit_date_and_machine():
     assert machine["cores"] == os.cpu_count() and machine["cpu_model"] and machine["allocator"]
     assert set(machine["cpu_flags"]) <= {"avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "amx_tile",
                                          "amx_bf16", "asimd", "sve"}  # fmt: skip
+    generation = machine["cpu_generation"]
+    assert generation is None or re.fullmatch(r"family \d+ model \d+", generation)
     assert "dtypes" not in record  # only with a run's config
 
 
