@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -29,6 +30,16 @@ HELPERS = {"__init__", "requirements", "measure", "flops"}
 BENCHMARKS = sorted(
     path.stem for path in Path(benchmarks.__file__).parent.glob("*.py") if path.stem not in HELPERS
 )
+
+
+@pytest.fixture(autouse=True)
+def environment_kept():
+    """A benchmark's main sets process-wide variables for its own run (vLLM's log level to ERROR, say); they
+    must not reach later tests, nor the commands those start in subprocesses."""
+    saved = dict(os.environ)
+    yield
+    os.environ.clear()
+    os.environ.update(saved)
 
 
 def benchmark(name: str):
