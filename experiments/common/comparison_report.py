@@ -16,6 +16,7 @@ from experiments.common.peak_memory import SAMPLE_INTERVAL_S
 from experiments.common.replay_drift import drift
 from experiments.common.results_json import dumps
 from experiments.common.run_loop import mostly_untrained
+from experiments.common.runs_made_by import made_by
 from experiments.common.significance import (
     curve_over_seeds,
     holm,
@@ -95,30 +96,6 @@ def _run_mean(cell: list[dict[str, Any]], suffix: str) -> float | None:
     return mean_of_means([value for value in values if value is not None] for values in per_run)
 
 
-def _commits_sentence(runs: list[dict[str, Any]]) -> str:
-    """Which code made the runs, when a resumed comparison gathered runs from more than one commit, or any
-    from uncommitted changes; empty otherwise. Runs saved before runs recorded their commit count as
-    unknown."""
-    made_by: dict[str, int] = {}
-    for run in runs:
-        commit, dirty = run.get("commit"), run.get("dirty")
-        label = "unknown" if commit is None else commit[:7] + (" with uncommitted changes" if dirty else "")
-        made_by[label] = made_by.get(label, 0) + 1
-    commits = {run.get("commit") for run in runs}
-    dirty = sum(bool(run.get("dirty")) for run in runs)
-    if len(commits) > 1:
-        counts = ", ".join(f"{count} at {label}" for label, count in made_by.items())
-        return f" The runs were made by more than one commit: {counts}."
-    if not dirty:
-        return ""
-    commit = (next(iter(commits)) or "unknown")[:7]
-    which = "all of them" if dirty == len(runs) else f"{dirty} of the {len(runs)}"
-    return (
-        f" The runs were made at one commit, {commit}, {which} with uncommitted changes, which the commit "
-        "alone does not reproduce."
-    )
-
-
 def markdown(
     args: argparse.Namespace,
     table: dict[str, Any],
@@ -149,7 +126,7 @@ def markdown(
         f"{_each(c.evaluation_samples_per_task for c in args.arm_configs)} episode(s) on each of "
         f"{_each(c.evaluation_num_tasks for c in args.arm_configs)} validation tasks, measured before "
         f"training and every {intervals} iteration(s). {_replay_sentence(args, runs)} Model: {models}. "
-        f"Total run time {wall / 60:.1f} min." + _commits_sentence(runs),
+        f"Total run time {wall / 60:.1f} min." + made_by(runs),
         "",
         "## Peak validation success (mean ± 95% interval over seeds; std)",
         "",

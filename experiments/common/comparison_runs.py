@@ -19,7 +19,7 @@ from algorithms.dapo.config import RENAMED_KEYS
 from experiments.common.comparison_arms import Arm
 from experiments.common.peak_memory import PeakRss
 from experiments.common.ray_session import start_ray
-from experiments.common.results_json import dtype_record, dumps, git_state
+from experiments.common.results_json import dtype_record, dumps, git_state, machine
 from experiments.common.run_config import RunSettings, explain_config
 from experiments.common.run_loop import train_iterations
 from experiments.common.workload import workload_config, workload_settings
@@ -140,6 +140,7 @@ def train_and_evaluate(
         # A comparison resumed in later sessions can gather runs made by different code: each says which.
         "commit": commit,
         "dirty": dirty,
+        "machine": machine(),
     }
 
 

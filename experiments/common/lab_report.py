@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from experiments.common import learning_diagnostics, solution_length
+from experiments.common.runs_made_by import made_by
 from experiments.common.significance import (
     ALPHA,
     mean_over_seeds,
@@ -117,6 +118,7 @@ def summarize(entry: str, runs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         "wall_minutes": measured_range([run["wall_s"] / 60 for run in runs]),
         "peak_rss_gib": measured_range([run.get("peak_rss_gib") for run in runs]),
         "commits": sorted({str(run.get("commit")) for run in runs}),
+        "made_by": made_by(list(runs)).strip(),
     }
 
 
@@ -189,7 +191,8 @@ def markdown(summary: Mapping[str, Any], record: Mapping[str, Any], settings_fil
         f"Made by `{record['command']}` at commit {record['commit']}"
         f"{' (with uncommitted changes)' if record.get('dirty') else ''} on {record['date']}, "
         f"{machine['cores']} cores, {machine['cpu_model']} ({', '.join(machine['cpu_flags'])}). Settings: "
-        f"`{settings_file}`. Runs from commits: {', '.join(summary['commits'])}.",
+        f"`{settings_file}`. Runs from commits: {', '.join(summary['commits'])}."
+        + (f" {summary['made_by']}" if summary.get("made_by") else ""),
         "",
         f"On-policy DAPO, {len(summary['seeds'])} seeds ({', '.join(map(str, summary['seeds']))}), "
         f"{summary['iterations'][-1]} iterations; validation success on the same held-out tasks at every "

@@ -26,6 +26,7 @@ from experiments.common import comparison_report
 from experiments.common.comparison_arms import MODE_LABELS
 from experiments.common.freshper_paper import PAPER_TABLE_1
 from experiments.common.replay_auc import budget, episode_curve, run_auc, task_auc
+from experiments.common.runs_made_by import made_by
 from experiments.common.significance import ALPHA, holm, mean_over_seeds, measured_range, paired_t_test
 
 MODES = ("on_policy", "per", "freshper", "freshper_poly")
@@ -86,6 +87,8 @@ def summarize(entry: str, regime: str, runs: Sequence[Mapping[str, Any]], group_
         "group_size": group_size,
         "seeds": seeds,
         "incomplete_seeds": sorted({run["seed"] for run in runs} - set(seeds)),
+        # The report's provenance is the command that wrote it; the runs may come from several sessions.
+        "made_by": made_by(list(runs)).strip(),
         "budget": None,
         "modes": {},
         "tests": [],
@@ -245,7 +248,7 @@ def markdown(summary: Mapping[str, Any], record: Mapping[str, Any], settings_fil
         f"{' (with uncommitted changes)' if record.get('dirty') else ''} on {record['date']}, "
         f"{machine['cores']} cores, {machine['cpu_model']}. Settings: `{settings_file}` with the regime's "
         f'keys {_keys(summary.get("regime_keys", {}))}. Pre-registration: docs/replay.md, "The replay study: '
-        'pre-registration".',
+        'pre-registration".' + (f" {summary['made_by']}" if summary.get("made_by") else ""),
         "",
     ]
     if not summary["preregistered"]:

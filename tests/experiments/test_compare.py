@@ -15,6 +15,7 @@ from experiments import compare
 from experiments.common import comparison_runs
 from experiments.common.comparison_arms import parse_arms
 from experiments.common.comparison_report import aggregate, markdown
+from experiments.common.runs_made_by import machines_sentence
 
 
 def test_compare_writes_table_curves_json_and_skips_finished_runs(tmp_path, tiny_workload, ray_session):
@@ -457,3 +458,21 @@ def test_a_settings_file_names_the_env_compared(capsys):
     with pytest.raises(SystemExit):
         compare.parse_args(["--settings", settings, "--envs", "freshrl/Sokoban-v0", "freshrl/Math-v0"])
     assert "--settings describes one env's runs" in capsys.readouterr().err
+
+
+def test_a_report_names_the_cpus_its_runs_ran_on_and_counts_those_saved_before_runs_recorded_one():
+    """Runs are deterministic on one CPU kind and move across kinds: a study resumed on another machine must
+    say which runs ran where, since the report's own provenance names only the machine that wrote it."""
+    xeon = {"cpu_model": "Intel Xeon", "cpu_generation": "family 6 model 143", "cpu_flags": ["amx_bf16"]}
+    epyc = {"cpu_model": "AMD EPYC", "cpu_generation": "family 26 model 2", "cpu_flags": ["avx512_bf16"]}
+    runs = [synthetic_run("per", k, [0.0, 0.5]) for k in range(3)]
+    assert machines_sentence(runs) == ""  # none recorded: nothing claimed
+    for run in runs:
+        run["machine"] = epyc
+    assert machines_sentence(runs) == " The runs ran on AMD EPYC, family 26 model 2 (avx512_bf16)."
+    runs[0]["machine"] = xeon
+    del runs[1]["machine"]
+    assert machines_sentence(runs) == (
+        " The runs' CPUs: 1 on Intel Xeon, family 6 model 143 (amx_bf16); 1 on AMD EPYC, family 26 model 2"
+        " (avx512_bf16); 1 saved before runs recorded their CPU."
+    )

@@ -261,7 +261,9 @@ def test_run_trains_the_missing_runs_resumes_and_reports(study_dirs, monkeypatch
         points = range(run.iterations // 10 + 1)
         outcomes = [[1] * min(6, 1 + step * k) + [0] * (6 - min(6, 1 + step * k)) for k in points]
         rows = [4 + (config.seed + i) % 2 for i in range(run.iterations)]
-        return {**synthetic_run(arm, config.seed, outcomes, rows, every=10), "settings": settings}
+        machine = {"cpu_model": "Test CPU", "cpu_generation": None, "cpu_flags": ["avx2"]}
+        saved = synthetic_run(arm, config.seed, outcomes, rows, every=10, machine=machine)
+        return {**saved, "settings": settings}
 
     monkeypatch.setattr(comparison_runs, "train_and_evaluate", train)
     with pytest.raises(KeyboardInterrupt):
@@ -288,6 +290,7 @@ def test_run_trains_the_missing_runs_resumes_and_reports(study_dirs, monkeypatch
     assert summary["modes"]["freshper"]["auc"]["mean"] > summary["modes"]["on_policy"]["auc"]["mean"]
     readme = (record / "README.md").read_text()
     assert "**Budget B = " in readme and "| H1 | FreshPER > on-policy |" in readme
+    assert "The runs ran on Test CPU (avx2)." in readme  # the runs' machine, not only the report writer's
     assert (record / "curves.png").read_bytes().startswith(b"\x89PNG")
     provenance = json.loads((record / "summary.json").read_text())["provenance"]
     command = "python -m experiments.replay_study run tiny --regime rollout_limited --seeds 2 --iterations 20"
