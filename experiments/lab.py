@@ -46,10 +46,14 @@ from experiments.common.comparison_runs import (
 from experiments.common.quiet_logs import LOG_FILE_NAME, install, worker_runtime_env
 from experiments.common.ray_session import start_ray
 from experiments.common.results_json import REPOSITORY, dumps, machine, provenance
+from experiments.common.run_config import load_settings
 from experiments.common.workload import workload_config
 
 PROG = "python -m experiments.lab"
-DEFAULT_SEEDS = 5  # the lab's power target for tiny models: >= 5 seeds
+# The lab's power targets: >= 5 seeds at the tiny scale (minutes a run), >= 3 at a larger model's scale
+# such as smollm2's (up to an hour a run).
+DEFAULT_SEEDS = 5
+DEFAULT_SEEDS_LARGER_MODEL = 3
 ARM = "on_policy"  # the reference curves are on-policy; replay is compared against them
 
 
@@ -61,6 +65,13 @@ def entries() -> dict[str, Path]:
 def entry_file(name: str) -> Path:
     """The settings file of entry ``name``; SystemExit naming the entries when there is none."""
     return lab_entries.entry_file(name, PROG)
+
+
+def default_seeds(name: str) -> int:
+    """The seeds an entry trains by default: :data:`DEFAULT_SEEDS` at the tiny scale (the offline tiny
+    models), else :data:`DEFAULT_SEEDS_LARGER_MODEL`."""
+    tiny = load_settings(entry_file(name)).resolved_scale == "tiny"
+    return DEFAULT_SEEDS if tiny else DEFAULT_SEEDS_LARGER_MODEL
 
 
 def comparison_args(name: str, seeds: int, output: Path) -> argparse.Namespace:
@@ -116,11 +127,11 @@ def run_entry(
 ) -> dict[str, Any]:
     """Trains the entry's missing seeds in turn (unless ``report_only``) and writes its report after each, in
     ``root/<name>`` (default: the lab's records, ``lab_entries.RESULTS``). ``seeds`` None: every seed
-    recorded, and for a run at least :data:`DEFAULT_SEEDS`, so that a report never drops a recorded seed."""
+    recorded, and for a run at least :func:`default_seeds`, so that a report never drops a recorded seed."""
     output = (root or lab_entries.RESULTS) / name
     if seeds is None:
         recorded = recorded_seeds(output)
-        seeds = recorded if report_only and recorded else max(DEFAULT_SEEDS, recorded)
+        seeds = recorded if report_only and recorded else max(default_seeds(name), recorded)
     args = comparison_args(name, seeds, output)
     args.report_only = report_only
     # The command that trains this entry's runs, whichever of run and report wrote the files.
@@ -254,7 +265,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--seeds",
         type=int,
         default=None,
-        help=f"seeds 0..n-1 (default: those recorded, at least {DEFAULT_SEEDS})",
+        help=f"seeds 0..n-1 (default: those recorded, at least {DEFAULT_SEEDS}; "
+        f"{DEFAULT_SEEDS_LARGER_MODEL} for an entry at a larger model's scale such as smollm2)",
     )
     run.add_argument(
         "--output",

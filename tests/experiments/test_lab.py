@@ -235,3 +235,11 @@ def test_the_start_and_end_are_placed_against_the_blind_floors_interval():
     )
     assert lab_report.floor_side({**summary, "before": {"mean": 0.24}}, "before") == "at"
     assert lab_report.floor_side({**summary, "blind_floor": None}, "before") is None
+
+
+def test_an_entry_trains_5_seeds_at_the_tiny_scale_and_3_at_smollm2s_by_default(lab_dirs):
+    settings = lab_dirs / "settings"
+    (settings / "larger.yaml").write_text(
+        (settings / "tiny.yaml").read_text().replace("iterations: 10", "iterations: 10\nscale: smollm2")
+    )
+    assert lab.default_seeds("tiny") == 5 and lab.default_seeds("larger") == 3
