@@ -175,12 +175,15 @@ def calibrate(
     seed: int,
     checkpoints: list[int],
     lr: float,
+    batch_size: int,
     env_config: dict[str, Any] | None = None,
     record: dict[str, Any] | None = None,
     output: Path | None = None,
 ) -> None:
-    """Fine-tunes ``base`` once and measures it after each of ``checkpoints`` steps. With ``output``, the
-    measurements so far are written there after each one (``record`` holds the rest: provenance, settings)."""
+    """Fine-tunes ``base`` once, at ``lr`` with ``batch_size`` demonstrations a step (a run's warm start takes
+    both from the base's recipe, ``algorithms.warm_start.recipe_for``), and measures it after each of
+    ``checkpoints`` steps. With ``output``, the measurements so far are written there after each one
+    (``record`` holds the rest: provenance, settings)."""
     from algorithms.warm_start import DEFAULT_DEMOS, demonstrations, fine_tune, load_model
     from models.chat import ChatRenderer
 
@@ -207,6 +210,7 @@ def calibrate(
         demos,
         steps=max(checkpoints),
         lr=lr,
+        batch_size=batch_size,
         seed=seed,
         pad_token_id=renderer.eos_token_id,
         image_inputs=renderer.image_inputs if renderer.is_vision else None,
@@ -274,7 +278,8 @@ def main(argv: list[str] | None = None) -> None:
         if env_config is None:
             env_config = settings_for(env_id, args.model).env_config
         base = _base_path(env_id, args.seed, args.model)
-        lr = recipe_for(base).lr if args.lr is None else args.lr
+        recipe = recipe_for(base)
+        lr = recipe.lr if args.lr is None else args.lr
         evaluation = {"tasks": args.seeds, "samples": args.group_size, "seed": args.seed, "model": args.model}
         evaluation["env_config"] = env_config
         with evaluation_algo(env_id, base, **evaluation) as algo:
@@ -289,9 +294,11 @@ def main(argv: list[str] | None = None) -> None:
                     "env": env_id,
                     "base": args.model or "tiny",
                     "lr": lr,
+                    "batch_size": recipe.batch_size,  # demonstrations a step
                     "evaluation": evaluation,
                 }
-                calibrate(env_id, algo, base, args.seed, checkpoints, lr, env_config, record, output)
+                batch = recipe.batch_size
+                calibrate(env_id, algo, base, args.seed, checkpoints, lr, batch, env_config, record, output)
             else:
                 report(env_id, algo, base, args.seed, lr, args.skip_base, args.steps, env_config)
 
