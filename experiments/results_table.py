@@ -782,6 +782,10 @@ def lab_rows() -> list[list[str]]:
     return table_rows
 
 
+# How the tables name a model the project builds offline (models/names.py), as the SmolLM2 rows do.
+MODEL_LABELS = {"smollm2": "SmolLM2"}
+
+
 def _lab_cells(summary: dict[str, Any]) -> dict[str, str]:
     """What both tables say of a lab entry: its name, env setting, model, seeds, start, end, the gain's
     intervals (by seed; by task) and the link to its report."""
@@ -793,7 +797,7 @@ def _lab_cells(summary: dict[str, Any]) -> dict[str, str]:
     return {
         "entry": f"`{summary['entry']}`",
         "setting": ", ".join(f"{key}={value}" for key, value in summary["env_config"].items()) or "defaults",
-        "model": f"{summary['model'] or tiny} ({steps or 0})",
+        "model": f"{MODEL_LABELS.get(summary['model'], summary['model']) or tiny} ({steps or 0})",
         "seeds": str(len(summary["seeds"])),
         "start": over_seeds(summary["before"]),
         "after": f"{over_seeds(summary['after'])} after {summary['iterations'][-1]} iterations",
