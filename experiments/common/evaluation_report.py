@@ -27,7 +27,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from experiments.common.results_json import write_json
+from experiments.common.results_json import cpu_name, write_json
 
 # The per-env table: (metric key of algo.evaluate_policy(), row label, format). pass@k rows come after.
 ROWS = (
@@ -75,8 +75,7 @@ def machine_line(machine: dict[str, Any]) -> str:
     """One line of a provenance's machine, e.g. ``2 cores (AMD EPYC; avx2, fma), glibc malloc, no GPU``."""
     flags = ", ".join(machine["cpu_flags"]) or "no flags recorded"
     gpu = f"GPU {machine['gpu']}" if machine["gpu"] else "no GPU"
-    model = ", ".join(filter(None, (machine["cpu_model"], machine.get("cpu_generation"))))
-    return f"{machine['cores']} cores ({model}; {flags}), {machine['allocator']}, {gpu}"
+    return f"{machine['cores']} cores ({cpu_name(machine)}; {flags}), {machine['allocator']}, {gpu}"
 
 
 def endpoint_lines(report: dict[str, Any]) -> list[str]:

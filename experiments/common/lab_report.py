@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from experiments.common import learning_diagnostics, solution_length
-from experiments.common.runs_made_by import made_by
+from experiments.common.runs_made_by import machines_sentence
 from experiments.common.significance import (
     ALPHA,
     mean_over_seeds,
@@ -118,7 +118,8 @@ def summarize(entry: str, runs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         "wall_minutes": measured_range([run["wall_s"] / 60 for run in runs]),
         "peak_rss_gib": measured_range([run.get("peak_rss_gib") for run in runs]),
         "commits": sorted({str(run.get("commit")) for run in runs}),
-        "made_by": made_by(list(runs)).strip(),
+        # The commits are listed above; what else made the runs: the CPUs they ran on.
+        "made_by": machines_sentence(list(runs)).strip(),
     }
 
 

@@ -126,6 +126,12 @@ def machine() -> dict[str, Any]:
     }
 
 
+def cpu_name(machine: dict[str, Any]) -> str:
+    """A recorded machine's CPU model with its generation where recorded, ``AMD EPYC, family 26 model 2``
+    (empty when neither is recorded)."""
+    return ", ".join(filter(None, (machine.get("cpu_model"), machine.get("cpu_generation"))))
+
+
 def _cpuinfo() -> tuple[str, str | None, set[str]]:
     """The CPU's model name, ``family F model M`` (None where not listed) and flags from /proc/cpuinfo
     (elsewhere: platform's processor name, None, no flags)."""

@@ -8,6 +8,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from experiments.common.results_json import cpu_name
+
 
 def made_by(runs: list[dict[str, Any]]) -> str:
     """:func:`commits_sentence` then :func:`machines_sentence`, each with a leading space, or empty."""
@@ -54,6 +56,5 @@ def machines_sentence(runs: list[dict[str, Any]]) -> str:
 
 def cpu_label(machine: dict[str, Any]) -> str:
     """E.g. ``AMD EPYC, family 26 model 2 (avx2, fma, avx512f, avx512_bf16)``: what tells CPU kinds apart."""
-    model = ", ".join(filter(None, (machine.get("cpu_model"), machine.get("cpu_generation"))))
     flags = ", ".join(machine.get("cpu_flags") or ()) or "no flags recorded"
-    return f"{model or 'an unnamed CPU'} ({flags})"
+    return f"{cpu_name(machine) or 'an unnamed CPU'} ({flags})"

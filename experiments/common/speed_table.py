@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from experiments.common.results_json import REPOSITORY
+from experiments.common.results_json import REPOSITORY, cpu_name
 
 BENCHMARKS = REPOSITORY / "docs" / "results" / "benchmark"
 DAPO_STEP = BENCHMARKS / "dapo-step" / "results.json"
@@ -37,8 +37,7 @@ def cpu(machine: dict[str, Any]) -> str:
     that decides the learner's dtype (amx_bf16, else avx512_bf16, else none: float32 only)."""
     flags = machine["cpu_flags"]
     kind = next((flag for flag in ("amx_bf16", "avx512_bf16") if flag in flags), "no native bf16")
-    model = ", ".join(filter(None, (machine["cpu_model"], machine.get("cpu_generation"))))
-    return f"{model} ({kind})"
+    return f"{cpu_name(machine)} ({kind})"
 
 
 def made(provenance: dict[str, Any]) -> str:
