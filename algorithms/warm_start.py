@@ -206,14 +206,15 @@ def demonstrations_digest(demos: Sequence[Demonstration]) -> str:
     return digest.hexdigest()
 
 
-def demonstration_loss(
+def demonstration_logprobs(
     model: PreTrainedModel,
     demos: Sequence[Demonstration],
     *,
     pad_token_id: int,
     image_inputs: ImageInputs | None = None,
-) -> torch.Tensor:
-    """Mean cross-entropy (nats per token) of the response tokens of ``demos`` under ``model``."""
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``(logprobs, targets, mask)``, each [B, T-1]: the log-probability of every next token of ``demos``
+    (right-padded into one batch), that token's id, and 1 where it is a response token (the loss mask)."""
     length = max(len(d.token_ids) for d in demos)
     input_ids = torch.full((len(demos), length), pad_token_id, dtype=torch.long)
     attention = torch.zeros((len(demos), length), dtype=torch.long)
@@ -229,8 +230,21 @@ def demonstration_loss(
     vision = image_inputs(images) if images else {}
     logprobs, _ = token_logprobs(model, input_ids, attention, **vision)
     # logprobs[:, t] belongs to token t + 1.
-    target_mask = mask[:, 1:]
-    return -(logprobs * target_mask).sum() / target_mask.sum().clamp(min=1.0)
+    return logprobs, input_ids[:, 1:], mask[:, 1:]
+
+
+def demonstration_loss(
+    model: PreTrainedModel,
+    demos: Sequence[Demonstration],
+    *,
+    pad_token_id: int,
+    image_inputs: ImageInputs | None = None,
+) -> torch.Tensor:
+    """Mean cross-entropy (nats per token) of the response tokens of ``demos`` under ``model``."""
+    logprobs, _, mask = demonstration_logprobs(
+        model, demos, pad_token_id=pad_token_id, image_inputs=image_inputs
+    )
+    return -(logprobs * mask).sum() / mask.sum().clamp(min=1.0)
 
 
 def fine_tune(

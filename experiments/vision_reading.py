@@ -36,7 +36,7 @@ from algorithms.warm_start import (
     DEFAULT_BATCH_SIZE,
     DEFAULT_LR,
     Demonstration,
-    demonstration_loss,
+    demonstration_logprobs,
     fine_tune,
     load_model,
     tiny_base_path,
@@ -97,18 +97,34 @@ def _example(renderer: ChatRenderer, observation: Any, text: str, seed: int, bla
     )
 
 
-def held_out_loss(model: torch.nn.Module, examples: Sequence[Demonstration], renderer: ChatRenderer) -> float:
-    """Mean cross-entropy per transcribed token over ``examples`` (weighted by their token counts)."""
+def held_out_loss(
+    model: torch.nn.Module, examples: Sequence[Demonstration], renderer: ChatRenderer
+) -> tuple[float, dict[str, float]]:
+    """Mean cross-entropy per transcribed token over ``examples``, and the same by the token's text
+    (stripped of whitespace; ``"(space)"`` for a token that is only whitespace, ``"(end)"`` for the end of the
+    answer): which parts of the text the model gets from the image."""
     pad = _pad_id(renderer)
-    total = tokens = 0.0
+    sums: dict[str, float] = {}
+    counts: dict[str, int] = {}
     with torch.no_grad():
         for start in range(0, len(examples), SCORE_BATCH):
             batch = examples[start : start + SCORE_BATCH]
-            count = float(sum(sum(example.loss_mask) for example in batch))
-            loss = demonstration_loss(model, batch, pad_token_id=pad, image_inputs=renderer.image_inputs)
-            total += loss.item() * count
-            tokens += count
-    return total / tokens
+            logprobs, targets, mask = demonstration_logprobs(
+                model, batch, pad_token_id=pad, image_inputs=renderer.image_inputs
+            )
+            kept = mask.bool()
+            for token, logprob in zip(targets[kept].tolist(), logprobs[kept].tolist(), strict=True):
+                key = _token_key(renderer, token)
+                sums[key] = sums.get(key, 0.0) - logprob
+                counts[key] = counts.get(key, 0) + 1
+    by_token = {key: round(sums[key] / counts[key], 4) for key in sorted(sums)}
+    return sum(sums.values()) / sum(counts.values()), by_token
+
+
+def _token_key(renderer: ChatRenderer, token: int) -> str:
+    if token == renderer.eos_token_id:
+        return "(end)"
+    return renderer.tokenizer.decode([token]).strip() or "(space)"
 
 
 def _pad_id(renderer: ChatRenderer) -> int:
@@ -137,9 +153,11 @@ def train_arm(
 
     def measure(step: int, current: torch.nn.Module) -> None:
         if step % every == 0 or step == steps:
+            loss, by_token = held_out_loss(current, validation, renderer)
             point = {
                 "step": step,
-                "loss": round(held_out_loss(current, validation, renderer), 4),
+                "loss": round(loss, 4),
+                "by_token": by_token,
                 "seconds": round(time.perf_counter() - started, 1),
             }
             curve.append(point)
@@ -217,7 +235,11 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
 
         def on_point(point: dict[str, float], arm: str = arm) -> None:
             record["arms"][arm].append(point)
-            print(f"  {arm:5s} step {point['step']:5d}: held-out loss {point['loss']:.4f}", flush=True)
+            tokens = ", ".join(f"{key} {value:.3f}" for key, value in point["by_token"].items())
+            print(
+                f"  {arm:5s} step {point['step']:5d}: held-out loss {point['loss']:.4f} ({tokens})",
+                flush=True,
+            )
             if path is not None:
                 write_json(path, record)
 
@@ -233,12 +255,17 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             seed=args.seed,
             on_point=on_point,
         )
-    image, blind = record["arms"]["image"][-1]["loss"], record["arms"]["blind"][-1]["loss"]
+    image, blind = record["arms"]["image"][-1], record["arms"]["blind"][-1]
     record["reads_the_image"] = {
-        "image_loss": image,
-        "blind_loss": blind,
-        "difference": round(image - blind, 4),
+        "image_loss": image["loss"],
+        "blind_loss": blind["loss"],
+        "difference": round(image["loss"] - blind["loss"], 4),
+        "by_token": {
+            key: {"image": image["by_token"][key], "blind": blind["by_token"].get(key)}
+            for key in image["by_token"]
+        },
     }
+    image, blind = image["loss"], blind["loss"]
     print(
         f"after {args.steps} steps: with the image {image:.4f}, blind {blind:.4f} nats per token", flush=True
     )

@@ -9,9 +9,9 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from algorithms.warm_start import tiny_base_path
+from algorithms.warm_start import load_model, tiny_base_path
 from experiments import vision_reading
-from experiments.vision_reading import transcriptions
+from experiments.vision_reading import _token_key, held_out_loss, transcriptions
 from models.chat import ChatRenderer
 
 ENV = "freshrl/FrozenLakeVision-v0"
@@ -52,6 +52,21 @@ def test_the_blind_control_differs_only_in_the_image(renderer):
         assert np.unique(a.images[0]).size > 1
 
 
+def test_the_loss_by_token_averages_to_the_loss(renderer):
+    model = load_model(tiny_base_path(ENV))
+    examples = transcriptions(ENV, renderer, "validation", 6)
+    loss, by_token = held_out_loss(model, examples, renderer)
+    counts: dict[str, int] = {}
+    for example in examples:
+        answer = [token for token, kept in zip(example.token_ids, example.loss_mask, strict=True) if kept]
+        for token in answer:
+            key = _token_key(renderer, token)
+            counts[key] = counts.get(key, 0) + 1
+    assert counts.keys() == by_token.keys()
+    weighted = sum(by_token[key] * counts[key] for key in counts) / sum(counts.values())
+    assert weighted == pytest.approx(loss, abs=1e-3)
+
+
 def test_a_text_env_is_refused(renderer):
     with pytest.raises(ValueError, match="image"):
         transcriptions("freshrl/FrozenLake-v0", renderer, "train", 1)
@@ -67,4 +82,6 @@ def test_the_record_holds_both_arms(tmp_path):
         assert [point["step"] for point in saved["arms"][arm]] == [0, 1, 2]
         losses = [point["loss"] for point in saved["arms"][arm]]
         assert losses[-1] < losses[0]  # training moves the held-out loss
+    by_token = saved["reads_the_image"]["by_token"]
+    assert {"P", "G", "(end)"} <= by_token.keys()  # the map's agent, goal and the answer's end
     assert saved["provenance"]["command"].startswith("python -m experiments.vision_reading")
