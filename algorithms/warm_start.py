@@ -206,6 +206,12 @@ def demonstrations_digest(demos: Sequence[Demonstration]) -> str:
     return digest.hexdigest()
 
 
+def pad_id(renderer: ChatRenderer) -> int:
+    """The id that pads a batch of demonstrations: the tokenizer's pad token, else the end of a turn."""
+    pad = renderer.tokenizer.pad_token_id
+    return renderer.eos_token_id if pad is None else pad
+
+
 def demonstration_logprobs(
     model: PreTrainedModel,
     demos: Sequence[Demonstration],
@@ -440,8 +446,7 @@ def _build(
     )
     demos = demonstrations(env_id, renderer, count, env_config)
     model = load_model(base)
-    pad = renderer.tokenizer.pad_token_id
-    pad = renderer.eos_token_id if pad is None else pad
+    pad = pad_id(renderer)
     image_inputs = renderer.image_inputs if renderer.is_vision else None
     per_step = step_seconds(model, demos[:batch_size], pad_token_id=pad, image_inputs=image_inputs)
     print(

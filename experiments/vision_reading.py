@@ -39,6 +39,7 @@ from algorithms.warm_start import (
     demonstration_logprobs,
     fine_tune,
     load_model,
+    pad_id,
     tiny_base_path,
 )
 from envs.seeds import seeds as split_seeds
@@ -103,7 +104,7 @@ def held_out_loss(
     """Mean cross-entropy per transcribed token over ``examples``, and the same by the token's text
     (stripped of whitespace; ``"(space)"`` for a token that is only whitespace, ``"(end)"`` for the end of the
     answer): which parts of the text the model gets from the image."""
-    pad = _pad_id(renderer)
+    pad = pad_id(renderer)
     sums: dict[str, float] = {}
     counts: dict[str, int] = {}
     with torch.no_grad():
@@ -125,11 +126,6 @@ def _token_key(renderer: ChatRenderer, token: int) -> str:
     if token == renderer.eos_token_id:
         return "(end)"
     return renderer.tokenizer.decode([token]).strip() or "(space)"
-
-
-def _pad_id(renderer: ChatRenderer) -> int:
-    pad = renderer.tokenizer.pad_token_id
-    return renderer.eos_token_id if pad is None else pad
 
 
 def train_arm(
@@ -173,7 +169,7 @@ def train_arm(
         lr=lr,
         batch_size=batch_size,
         seed=seed,
-        pad_token_id=_pad_id(renderer),
+        pad_token_id=pad_id(renderer),
         image_inputs=renderer.image_inputs,
         on_step=measure,
     )
