@@ -202,6 +202,10 @@ class DAPOConfig(AlgorithmConfig):
         self.max_trajectory_response_tokens: int | None = None
         self.stop_strings: tuple[str, ...] = ()
         self.task_split = "train"  # envs/seeds.py split the task seeds come from
+        # Position in task_split of the first task trained on (the task cursor counts from it). A warm start
+        # fine-tunes on oracle episodes of the split's first seeds (algorithms/warm_start.py); an offset past
+        # them trains RL on tasks the policy has not been shown the answers to. 0: from the first seed.
+        self.task_offset = 0
         # "sync": roll out, learn, sync weights, in turn. "async": the remote EnvRunners generate the next
         # batch while the learner trains on this one (algorithms/dapo/remote_rollouts.py has the schedule), so
         # fresh batches are one policy version old; needs num_env_runners >= 1.
@@ -412,6 +416,7 @@ class DAPOConfig(AlgorithmConfig):
         max_trajectory_response_tokens: int | None = NotProvided,
         stop_strings: tuple[str, ...] = NotProvided,
         task_split: str = NotProvided,
+        task_offset: int = NotProvided,
         rollout_mode: str = NotProvided,
         max_staleness: int = NotProvided,
         eps_low: float = NotProvided,
@@ -725,7 +730,8 @@ class DAPOConfig(AlgorithmConfig):
                 "max_response_tokens must be < max_context_tokens",
             ),
         ]
-        for ok, message in checks + self._evaluation_checks() + self._lora_checks() + self._guard_checks():
+        more = self._task_checks() + self._evaluation_checks() + self._lora_checks() + self._guard_checks()
+        for ok, message in checks + more:
             if not ok:
                 raise ValueError(f"DAPOConfig: {message}")
         # Resolved here, in the driver, before any learner or EnvRunner exists: they get copies of this
@@ -733,6 +739,22 @@ class DAPOConfig(AlgorithmConfig):
         # A frozen config was resolved before it was frozen.
         if not self._is_frozen:
             self._resolved_dtypes = (self._dtype_request(), self._resolve_dtypes())
+
+    def _task_checks(self) -> list[tuple[bool, str]]:
+        split_size = len(SPLITS.get(self.task_split, ()))
+        return [
+            (
+                self.task_split in SPLITS,
+                f"task_split must be one of {tuple(SPLITS)}, got {self.task_split!r}",
+            ),
+            (
+                isinstance(self.task_offset, int)
+                and not isinstance(self.task_offset, bool)
+                and 0 <= self.task_offset < max(split_size, 1),
+                f"task_offset must be an integer in [0, {split_size}) (the {self.task_split} split's size), "
+                f"got {self.task_offset!r}",
+            ),
+        ]
 
     def _evaluation_checks(self) -> list[tuple[bool, str]]:
         tasks = evaluation_task_checks(

@@ -202,7 +202,8 @@ class DAPO(Algorithm):
 
     def _next_seeds(self, count: int) -> list[int]:
         split = SPLITS[self.config.task_split]
-        seeds = [split[(self._task_cursor + i) % len(split)] for i in range(count)]
+        first = self.config.task_offset + self._task_cursor
+        seeds = [split[(first + i) % len(split)] for i in range(count)]
         self._task_cursor += count
         return seeds
 

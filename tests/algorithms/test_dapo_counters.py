@@ -6,12 +6,14 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
+import pytest
 from ray.rllib.utils.metrics.metrics_logger import MetricsLogger
 
 from algorithms.dapo import DAPO, DAPOConfig
 from algorithms.dapo.dapo import sampling_rngs
 from algorithms.dapo.dynamic_sampling import DynamicSampler
 from algorithms.trajectory import Trajectory
+from envs.seeds import SPLITS
 
 
 class Call:
@@ -93,3 +95,20 @@ def test_evaluation_does_not_change_what_training_samples_next():
     assert evaluated.env_runner.sampling_seeds[1] == evaluated.env_runner.sampling_seeds[0]
     training, _ = sampling_rngs(0)
     assert evaluated.env_runner.sampling_seeds[0] not in [int(training.integers(2**31 - 1)) for _ in range(2)]
+
+
+def test_task_offset_moves_the_first_task_and_the_cursor_counts_from_it():
+    """RL's tasks start task_offset seeds into the split (past a warm start's demonstrations) and go on in
+    order; the cursor counts the tasks drawn, so a checkpoint's cursor means the same under any offset."""
+    algo = bare_dapo()
+    algo.config = DAPOConfig().training(task_offset=1000)
+    train = SPLITS["train"]
+    assert algo._next_seeds(3) == [train[1000], train[1001], train[1002]]
+    assert algo._next_seeds(2) == [train[1003], train[1004]]
+    assert algo.counters.task_cursor == 5
+
+
+@pytest.mark.parametrize("offset", [-1, 1.5, True, len(SPLITS["train"])])
+def test_task_offset_outside_the_split_is_refused_with_its_range(offset):
+    with pytest.raises(ValueError, match=r"task_offset must be an integer in \[0, "):
+        DAPOConfig().training(task_offset=offset).validate()
