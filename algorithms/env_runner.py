@@ -171,3 +171,5 @@ class MultiTurnEnvRunner(EnvRunner, Checkpointable):
             float(np.mean([t.episode_return for t in trajectories])),
             reduce="mean",
         )
+        # Every sampled episode's: the policy's success on its training tasks, before dynamic sampling.
+        log("rollout/success", float(np.mean([t.success for t in trajectories])), reduce="mean")

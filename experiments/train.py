@@ -121,8 +121,8 @@ def explain_lines(explained: dict[str, dict[str, Any]]) -> list[str]:
     ]
 
 
-# Progress-bar fields: (name, metric suffix, format). Episode return and the invalid-output rate come from
-# every rollout; the others exist only when something was trained or an env reports them.
+# Progress-bar fields: (name, metric suffix, format). Episode return, success and the invalid-output rate come
+# from every rollout; the others exist only when something was trained or an env reports them.
 POSTFIX = (
     ("return", "rollout/episode_return_mean", "{:.2f}"),
     ("invalid", "rollout/invalid_output_rate", "{:.2f}"),

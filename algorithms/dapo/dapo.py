@@ -493,7 +493,9 @@ class DAPO(Algorithm):
         log("rollout/reward_mean", float(rewards.mean()), reduce="mean")
         log("rollout/reward_std", float(rewards.std()), reduce="mean")
         log("rollout/return_mean", float(np.mean([t.episode_return for t in trajectories])), reduce="mean")
-        log("rollout/success", float(np.mean([t.success for t in trajectories])), reduce="mean")
+        # Of the groups kept: dynamic sampling keeps mixed groups, so this sits near 1/2 whatever the policy's
+        # success (the EnvRunners' rollout/success counts every sampled episode).
+        log("rollout/kept_groups_success", float(np.mean([t.success for t in trajectories])), reduce="mean")
         log("rollout/response_length_mean", float(lengths.mean()), reduce="mean")
         log("rollout/response_length_max", float(lengths.max()), reduce="max")
         log(

@@ -55,6 +55,9 @@ def run_case(make, tmp_path, env: str, model_path: str | None, replay: str, from
         assert math.isfinite(float(learner[key])), key
     assert learner["train/tokens"] > 0 and learner["train/entropy"] > 0
     assert result["rollout/groups_sampled"] >= 2
+    sampled, kept = result["env_runners"]["rollout/success"], result["rollout/kept_groups_success"]
+    assert 0 <= sampled <= 1
+    assert kept == pytest.approx(sampled)  # dynamic sampling is off: every sampled group is kept
     after = learner_weights(algo)
     assert any(not torch.equal(before[k], after[k]) for k in before), "training did not change the weights"
     if replay != "on_policy":
