@@ -131,6 +131,11 @@ def unknown_key_message(key: str) -> str:
     )
 
 
+def split_check(split: str, key: str) -> tuple[bool, str]:
+    """(ok, message): ``split`` (set as ``key``) names one of envs/seeds.py's splits."""
+    return split in SPLITS, f"{key} must be one of {tuple(SPLITS)}, got {split!r}"
+
+
 def evaluation_task_checks(
     num_tasks: int, samples_per_task: int, split: str, prefix: str = ""
 ) -> list[tuple[bool, str]]:
@@ -138,7 +143,7 @@ def evaluation_task_checks(
     ("evaluation_" for the config keys, "" for ``DAPO.evaluate_policy``'s arguments)."""
     split_size = len(SPLITS.get(split, ()))
     return [
-        (split in SPLITS, f"{prefix}split must be one of {tuple(SPLITS)}, got {split!r}"),
+        split_check(split, f"{prefix}split"),
         (
             isinstance(num_tasks, int) and 1 <= num_tasks <= max(split_size, 1),
             f"{prefix}num_tasks must be an integer in [1, {split_size}] (the {split} split's size), got "
@@ -743,10 +748,7 @@ class DAPOConfig(AlgorithmConfig):
     def _task_checks(self) -> list[tuple[bool, str]]:
         split_size = len(SPLITS.get(self.task_split, ()))
         return [
-            (
-                self.task_split in SPLITS,
-                f"task_split must be one of {tuple(SPLITS)}, got {self.task_split!r}",
-            ),
+            split_check(self.task_split, "task_split"),
             (
                 isinstance(self.task_offset, int)
                 and not isinstance(self.task_offset, bool)

@@ -75,12 +75,18 @@ NOTHING = {"rollout/groups_sampled": 12.0, "rollout/groups_kept": 0.0, "rollout/
 
 
 def test_an_iteration_that_trained_nothing_says_so_and_shows_only_metrics_that_exist():
-    flat = {**NOTHING, "rollout/episode_return_mean": -0.3, "rollout/tokens_per_s": 120.0}
+    flat = {
+        **NOTHING,
+        "rollout/episode_return_mean": -0.3,
+        "rollout/success": 0.0,
+        "rollout/tokens_per_s": 120.0,
+    }
     assert trained_nothing(flat)
     fields = train.progress_postfix(flat, untrained=3)
     assert fields["note"] == "0 informative groups: nothing trained this iteration"
     assert fields["return"] == "-0.30" and fields["untrained_its"] == "3"
     assert "nan" not in " ".join(fields.values())
+    assert fields["success"] == "0.00"  # every rollout's, trained on or not
     assert "entropy" not in fields  # not measured when nothing was trained
     trained = {
         **flat,
