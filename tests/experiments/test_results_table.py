@@ -362,3 +362,33 @@ def test_the_tau_sweep_rows_come_from_its_summary(tmp_path, monkeypatch):
     )
     write_json(copy / folder / "summary.json", {**summary, "points": [], "best_point": None})
     assert results_table.sweep_rows()[0][0][2] == "started: no trial finished yet"
+
+
+def test_the_replay_study_rows_hold_each_regime_s_family_over_its_entries(tmp_path, monkeypatch):
+    from experiments.common import replay_study_report
+
+    recorded = results_table.RESULTS / "replay_study" / "frozen_lake-rollout_limited" / "summary.json"
+    summary = json.loads(recorded.read_text())
+    study = tmp_path / results_table.STUDY_FOLDER
+
+    def place(folder: str, record: dict) -> None:
+        (study / folder).mkdir(parents=True)
+        (study / folder / "summary.json").write_text(json.dumps(record))
+
+    place("frozen_lake-rollout_limited", summary)
+    monkeypatch.setattr(results_table, "RESULTS", tmp_path)
+    (alone,) = results_table.study_rows()
+    assert alone[:4] == ["rollout-limited", "`frozen_lake`", "5 seeds; 800 episodes", "24.2%"]
+    assert alone[4] == "29.8 ± 3.2"  # on-policy's AUC in points, 95% t interval over the 5 seeds
+    h1 = replay_study_report.family([summary])["tests"][0]
+    assert alone[8].startswith(f"H1 FreshPER > on-policy: -0.7 points (Holm p {h1['by_seed']['p_holm']:.2g} ")
+    assert alone[8].count("**") == 4 and alone[9].endswith("frozen_lake-rollout_limited/README.md)")
+
+    # A second entry of the regime joins its family: every test is adjusted over both entries' tests.
+    other = {**summary, "entry": "other", "missing": [{"mode": "per", "seed": 4}]}
+    place("other-rollout_limited", other)
+    first, second = results_table.study_rows()
+    tests = replay_study_report.family([summary, other])["tests"]
+    assert tests[0]["by_seed"]["p_holm"] > h1["by_seed"]["p_holm"]
+    assert f"(Holm p {tests[0]['by_seed']['p_holm']:.2g} by seed" in first[8]
+    assert second[1:3] == ["`other`", "5 seeds (partial: 1 run missing); 800 episodes"]
