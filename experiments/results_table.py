@@ -135,6 +135,11 @@ REPLAY_STUDY: list[tuple[str, str, str, str, str]] = [
 # docs/results whose summary.json gives the grid points). docs/replay.md#sweeping-tau has the command.
 TAU_SWEEPS: list[tuple[str, str, str]] = [
     ("NQ Search (LLM)", "NQSearch, SmolLM2 (15)", "sweeps/tau-NQSearch-smollm2"),
+    (
+        "FrozenLake (LLM)",
+        "FrozenLake, tiny LM (400), fast drift (lr 4e-4)",
+        "sweeps/tau-frozen_lake-fast_drift",
+    ),
 ]
 # The pre-registered replay study (experiments.replay_study): one row per lab entry x regime recorded under
 # docs/results/replay_study, the tests Holm-adjusted over the regime's entries (the study's family).
@@ -145,10 +150,11 @@ STUDY_HEADER = [
     "|---|---|---|---|---|---|---|---|---|---|",
 ]
 SWEEP_HEADER = [
-    "| task | freshrl: model | tau | eps_high | seeds | final validation success | peak validation success "
-    "| minutes per trial | details |",
-    "|---|---|---|---|---|---|---|---|---|",
+    "| task | freshrl: model | tau | eps_high | seeds | AUC | final validation success "
+    "| peak validation success | clipped by Clip-Higher | minutes per trial | details |",
+    "|---|---|---|---|---|---|---|---|---|---|---|",
 ]
+NOT_SWEPT = ["", "", "", "", "", "", "", ""]  # the cells after a sweep row's status
 
 # A table cell: text, or text that needs its family's adjusted p-values, so it is written once every test
 # of the table has joined its family.
@@ -683,7 +689,7 @@ def sweep_rows() -> tuple[list[list[str]], list[str]]:
     for task, ours, folder in TAU_SWEEPS:
         summary_file = RESULTS / folder / "summary.json"
         if not summary_file.exists():
-            table_rows.append([task, ours, "not run yet", "", "", "", "", "", ""])
+            table_rows.append([task, ours, "not run yet", *NOT_SWEPT])
             continue
         summary = load(f"{folder}/summary.json")
         model = f"{ours}, {summary['iterations']} iterations a trial" if "iterations" in summary else ours
@@ -691,7 +697,7 @@ def sweep_rows() -> tuple[list[list[str]], list[str]]:
             done = summary["planned_trials"] - len(summary["missing"])
             model += f", partial: {done} of {summary['planned_trials']} trials"
         if not summary["points"]:
-            table_rows.append([task, model, "started: no trial finished yet", "", "", "", "", "", ""])
+            table_rows.append([task, model, "started: no trial finished yet", *NOT_SWEPT])
             continue
         for point in summary["points"]:
             minutes = point.get("minutes_per_trial")
@@ -702,8 +708,10 @@ def sweep_rows() -> tuple[list[list[str]], list[str]]:
                     _tau(point["tau"], tau_label),
                     f"{point['eps_high']:g}",
                     str(len(point["seeds"])),
+                    _over_seeds_cell(point.get("auc"), len(point["seeds"])) or "n/a",
                     _over_seeds_cell(point["final"], len(point["seeds"])),
                     _over_seeds_cell(point["peak"], len(point["seeds"])),
+                    "n/a" if point.get("clipfrac_high") is None else f"{100 * point['clipfrac_high']:.2f}%",
                     "n/a" if minutes is None or minutes != minutes else f"{minutes:.1f}",
                     f"[sweep](docs/results/{folder}/summary.md){provenance_note(summary)}",
                 ]
@@ -926,8 +934,10 @@ def replay_table() -> str:
         *("| " + " | ".join(row) + " |" for row in table_rows),
         *_families([family]),
         "",
-        "The tau sweeps (`experiments.sweep`; held-out success after the last iteration, mean over seeds "
-        "± 95% t interval; tau `no decay` is PER's priorities):",
+        "The tau sweeps (`experiments.sweep`; AUC: held-out success over one budget of training episodes, "
+        "from the start; final: after the last iteration; means over seeds ± 95% t interval; tau `no decay` "
+        "is PER's priorities; clipped: the share of tokens Clip-Higher's bound cut; sweeps run before the "
+        "start was measured have no AUC):",
         "",
         *SWEEP_HEADER,
         *("| " + " | ".join(row) + " |" for row in swept),
