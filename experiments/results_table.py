@@ -135,12 +135,26 @@ REPLAY_STUDY: list[tuple[str, str, str, str, str]] = [
 # docs/results whose summary.json gives the grid points). docs/replay.md#sweeping-tau has the command.
 TAU_SWEEPS: list[tuple[str, str, str]] = [
     ("NQ Search (LLM)", "NQSearch, SmolLM2 (15)", "sweeps/tau-NQSearch-smollm2"),
+    (
+        "FrozenLake (LLM)",
+        "FrozenLake, tiny LM (400), fast drift (lr 4e-4)",
+        "sweeps/tau-frozen_lake-fast_drift",
+    ),
+]
+# The pre-registered replay study (experiments.replay_study): one row per lab entry x regime recorded under
+# docs/results/replay_study, the tests Holm-adjusted over the regime's entries (the study's family).
+STUDY_FOLDER = "replay_study"
+STUDY_HEADER = [
+    "| regime | lab entry | seeds; budget | start | on-policy | standard PER | FreshPER "
+    "| FreshPER, polynomial decay | the pre-registered tests | details |",
+    "|---|---|---|---|---|---|---|---|---|---|",
 ]
 SWEEP_HEADER = [
-    "| task | freshrl: model | tau | eps_high | seeds | final validation success | peak validation success "
-    "| minutes per trial | details |",
-    "|---|---|---|---|---|---|---|---|---|",
+    "| task | freshrl: model | tau | eps_high | seeds | AUC | final validation success "
+    "| peak validation success | clipped by Clip-Higher | minutes per trial | details |",
+    "|---|---|---|---|---|---|---|---|---|---|---|",
 ]
+NOT_SWEPT = ["", "", "", "", "", "", "", ""]  # the cells after a sweep row's status
 
 # A table cell: text, or text that needs its family's adjusted p-values, so it is written once every test
 # of the table has joined its family.
@@ -675,7 +689,7 @@ def sweep_rows() -> tuple[list[list[str]], list[str]]:
     for task, ours, folder in TAU_SWEEPS:
         summary_file = RESULTS / folder / "summary.json"
         if not summary_file.exists():
-            table_rows.append([task, ours, "not run yet", "", "", "", "", "", ""])
+            table_rows.append([task, ours, "not run yet", *NOT_SWEPT])
             continue
         summary = load(f"{folder}/summary.json")
         model = f"{ours}, {summary['iterations']} iterations a trial" if "iterations" in summary else ours
@@ -683,7 +697,7 @@ def sweep_rows() -> tuple[list[list[str]], list[str]]:
             done = summary["planned_trials"] - len(summary["missing"])
             model += f", partial: {done} of {summary['planned_trials']} trials"
         if not summary["points"]:
-            table_rows.append([task, model, "started: no trial finished yet", "", "", "", "", "", ""])
+            table_rows.append([task, model, "started: no trial finished yet", *NOT_SWEPT])
             continue
         for point in summary["points"]:
             minutes = point.get("minutes_per_trial")
@@ -694,8 +708,10 @@ def sweep_rows() -> tuple[list[list[str]], list[str]]:
                     _tau(point["tau"], tau_label),
                     f"{point['eps_high']:g}",
                     str(len(point["seeds"])),
+                    _over_seeds_cell(point.get("auc"), len(point["seeds"])) or "n/a",
                     _over_seeds_cell(point["final"], len(point["seeds"])),
                     _over_seeds_cell(point["peak"], len(point["seeds"])),
+                    "n/a" if point.get("clipfrac_high") is None else f"{100 * point['clipfrac_high']:.2f}%",
                     "n/a" if minutes is None or minutes != minutes else f"{minutes:.1f}",
                     f"[sweep](docs/results/{folder}/summary.md){provenance_note(summary)}",
                 ]
@@ -841,18 +857,87 @@ def table() -> str:
     return "\n".join(lines)
 
 
+def study_rows() -> list[list[str]]:
+    """The replay study's entries x regimes: each mode's AUC (mean over seeds ± 95% t interval, in points of
+    success) and each pre-registered test with its outcome, Holm-adjusted over the regime's entries as
+    ``python -m experiments.replay_study family`` adjusts them."""
+    from experiments.common import replay_study_report
+
+    summaries = [
+        json.loads(path.read_text()) for path in sorted((RESULTS / STUDY_FOLDER).glob("*/summary.json"))
+    ]
+    table_rows = []
+    for regime in replay_study_report.PREREGISTERED_REGIMES:
+        recorded = [summary for summary in summaries if summary["regime"] == regime]
+        if not recorded:
+            continue
+        family = replay_study_report.family(recorded)
+        for summary in recorded:
+            tests = [test for test in family["tests"] if test["entry"] == summary["entry"]]
+            seeds = f"{len(summary['seeds'])} seeds"
+            if summary.get("missing"):
+                missing = len(summary["missing"])
+                seeds += f" (partial: {missing} run{'s' if missing > 1 else ''} missing)"
+            table_rows.append(
+                [
+                    regime.replace("_", "-"),
+                    f"`{summary['entry']}`",
+                    f"{seeds}; {summary['budget']:g} episodes",
+                    f"{100 * summary['modes']['on_policy']['initial']['mean']:.1f}%",
+                    *(_auc_cell(summary["modes"].get(mode)) for mode in replay_study_report.MODES),
+                    "; ".join(_study_test(test) for test in tests),
+                    f"[report](docs/results/{STUDY_FOLDER}/{summary['entry']}-{regime}/README.md)",
+                ]
+            )
+    return table_rows
+
+
+def _auc_cell(mode: dict[str, Any] | None) -> str:
+    """``29.8 ± 1.6``: a mode's AUC over seeds, in points; empty where the mode has no run."""
+    if not mode or mode.get("auc") is None:
+        return ""
+    auc = mode["auc"]
+    half = "" if auc.get("ci95") is None else f" ± {100 * auc['ci95']:.1f}"
+    return f"{100 * auc['mean']:.1f}{half}"
+
+
+def _study_test(test: dict[str, Any]) -> str:
+    """``H1 FreshPER > on-policy: -0.7 points (Holm p 0.57 by seed, 0.22 by task; detectable 2.2, in
+    proportion 2.6): **powered null**``."""
+    seed, task = test["by_seed"], test["by_task"]
+    return (
+        f"{test['hypothesis']} {test['claim']}: {100 * test['difference']:+.1f} points (Holm p "
+        f"{seed['p_holm']:.2g} by seed, {task['p_holm']:.2g} by task; detectable "
+        f"{100 * test['detectable']:.1f}, in proportion {100 * test['proportional_effect']:.1f}): "
+        f"**{test['outcome']}**"
+    )
+
+
 def replay_table() -> str:
     """The replay block as README.md holds it, the markers included."""
     table_rows, family = replay_rows()
     swept, notes = sweep_rows()
+    studied = study_rows()
     lines = [
         REPLAY_BEGIN,
+        "The pre-registered study (AUC: held-out success averaged over one budget of training episodes, in "
+        "points; a test is claimed only where the seeds and the tasks both separate the modes after Holm "
+        "over the regime's entries; detectable: the difference 80% power finds; in proportion: the paper's "
+        "relative gain applied to on-policy's own AUC gain):",
+        "",
+        *STUDY_HEADER,
+        *("| " + " | ".join(row) + " |" for row in studied),
+        "",
+        "The earlier comparisons, short and underpowered, beside FreshPER's Table 1:",
+        "",
         *REPLAY_HEADER,
         *("| " + " | ".join(row) + " |" for row in table_rows),
         *_families([family]),
         "",
-        "The tau sweeps (`experiments.sweep`; held-out success after the last iteration, mean over seeds "
-        "± 95% t interval; tau `no decay` is PER's priorities):",
+        "The tau sweeps (`experiments.sweep`; AUC: held-out success over one budget of training episodes, "
+        "from the start; final: after the last iteration; means over seeds ± 95% t interval; tau `no decay` "
+        "is PER's priorities; clipped: the share of tokens Clip-Higher's bound cut; sweeps run before the "
+        "start was measured have no AUC):",
         "",
         *SWEEP_HEADER,
         *("| " + " | ".join(row) + " |" for row in swept),

@@ -7,10 +7,11 @@ replay mode, for ``--iterations`` training iterations. The trial is evaluated in
 evaluation (RLlib's ``evaluation_interval`` = ``--eval-every``: one episode on each of the first
 ``--eval-tasks`` tasks of the validation split, ``DAPO.evaluate_policy``). Every result carries the latest
 evaluation under ``evaluation/`` (``evaluation/success``, its 95% interval, pass@k, ...;
-``evaluation/iteration`` says after which iteration it was measured): the first and the last result are
-evaluated too where RLlib's interval skips them (:class:`CarryEvaluation`), so the metric is present in every
-result that Tune's searchers and schedulers see, which Tune requires of a searcher's metric, and a trial's
-final success is its trained policy's.
+``evaluation/iteration`` says after which iteration it was measured): the starting policy is evaluated
+before training (the first result carries it as ``evaluation_start`` and, unless RLlib evaluated after
+iteration 1, as the latest evaluation) and the last result is evaluated where RLlib's interval skips it
+(:class:`CarryEvaluation`), so the metric is present in every result that Tune's searchers and schedulers
+see, which Tune requires of a searcher's metric, and a trial's final success is its trained policy's.
 
 Without ``--settings``, a trial runs 3 iterations evaluated every iteration on 16 tasks (the env's settings
 file with ``experiments/settings/quick/sweep_and_compare.yaml`` on top).
@@ -23,12 +24,13 @@ one of Tune's searchers (``random`` = Tune's ``BasicVariantGenerator`` drawing f
 one at a time unless ``--max-concurrent`` says otherwise (on a cluster: docs/scaling.md).
 
 Output: Tune's own results folder ``<--storage-path>/<--name>`` (per trial: ``result.json``, ``progress.csv``,
-TensorBoard event files) and ``summary.md`` / ``summary.json`` there: the grid points'
-final and peak validation success, mean over their seeds with 95% t intervals, and the best point; every
-trial's settings, peak and final validation success, and Tune's best configuration by peak validation success
-(ties go to the lowest trial id); with more than one point, ``success-vs-tau.png``: final validation success
-against tau, one line per eps_high (experiments/common/sweep_points.py). ``tensorboard --logdir
-<--storage-path>`` shows the curves.
+TensorBoard event files) and ``summary.md`` / ``summary.json`` there: the grid points' area under the
+held-out success curve against training episodes over one episode budget (AUC, the replay study's primary
+metric), final and peak validation success, mean over their seeds with 95% t intervals, the clip fractions
+and the measured drift, and the best point by AUC; every trial's settings, curve, peak and final validation
+success, and Tune's best configuration by peak validation success (ties go to the lowest trial id); with more
+than one point, ``success-vs-tau.png``: the AUC against tau, one line per eps_high
+(experiments/common/sweep_points.py). ``tensorboard --logdir <--storage-path>`` shows the curves.
 
 Checkpoints (experiments/common/sweep_checkpoints.py): a trial checkpoints after every iteration and its
 checkpoint is deleted when it finishes; ``--keep-checkpoints`` keeps the best finished trial's. Unfinished and
@@ -49,16 +51,18 @@ trial's wall time is in the summary (minutes per trial, and per point).
 
 Schedulers, for bigger budgets (``--scheduler``; the default ``fifo`` runs every trial to its last iteration):
 ``asha`` stops the trials whose ``evaluation/success`` is below the top quarter's at ASHA's rungs, the first
-after ``--grace-period`` iterations (default a quarter of ``--iterations``). ``pbt`` (synchronous Population
-Based Training; ``--search-alg grid`` or ``random``): every ``--perturbation-interval`` iterations (default
-``--eval-every``) the lowest quarter of the trials continue from the top quarter's checkpoints and settings,
-eps_high moved over the ``--eps-high`` values. Tau is copied, never explored: a checkpoint's FreshPER buffer
-loads under its own tau only. Under PBT all trials are held at once (``--max-concurrent`` does not apply: as
-many run as their resources fit, the others wait paused), they checkpoint at those points only, and the
-summary shows each trial's last settings. ``--min-entropy X`` (any scheduler) stops a trial whose token
-entropy (``learners/train/entropy``) was below X in ``--entropy-patience`` (default 3) consecutive iterations
-that trained (experiments/common/entropy_stopper.py). The summary marks a trial stopped early ``stopped``,
-with the reason: it is not missing, and only trials that ran all their iterations compete for the best.
+after ``--grace-period`` iterations (default a quarter of ``--iterations``; a rung compares the latest
+evaluations, so a grace period that is a multiple of ``--eval-every`` compares policies trained that long).
+``pbt`` (synchronous Population Based Training; ``--search-alg grid`` or ``random``): every
+``--perturbation-interval`` iterations (default ``--eval-every``) the lowest quarter of the trials continue
+from the top quarter's checkpoints and settings, eps_high moved over the ``--eps-high`` values. Tau is copied,
+never explored: a checkpoint's FreshPER buffer loads under its own tau only. Under PBT all trials are held at
+once (``--max-concurrent`` does not apply: as many run as their resources fit, the others wait paused), they
+checkpoint at those points only, and the summary shows each trial's last settings. ``--min-entropy X`` (any
+scheduler) stops a trial whose token entropy (``learners/train/entropy``) was below X in
+``--entropy-patience`` (default 3) consecutive iterations that trained
+(experiments/common/entropy_stopper.py). The summary marks a trial stopped early ``stopped``, with the reason:
+it is not missing, and only trials that ran all their iterations compete for the best.
 
 The trainable is plain ``DAPO``; ``tune.Tuner(DAPO, param_space=config)`` works with any DAPOConfig.
 """
@@ -68,6 +72,7 @@ from __future__ import annotations
 import argparse
 import functools
 import importlib.util
+import json
 import math
 import sys
 import tempfile
@@ -79,7 +84,7 @@ from typing import TYPE_CHECKING, Any
 from ray.rllib.callbacks.callbacks import RLlibCallback
 
 from algorithms.dapo import DAPO, DAPOConfig
-from experiments.common import disk_space, sweep_points
+from experiments.common import disk_space, replay_auc, replay_drift, sweep_points
 from experiments.common.checkpoints import check_restorable
 from experiments.common.entropy_stopper import ENTROPY_KEY, STOPPED_EARLY_KEY, EntropyCollapseStopper
 from experiments.common.pbt_checkpoints import KeepCheckpointsToRestore
@@ -97,6 +102,7 @@ from experiments.common.sweep_checkpoints import (
     trial_checkpoints,
 )
 from experiments.common.sweep_points import tau_label
+from experiments.common.training_metrics import measured
 from experiments.common.workload import add_workload_args, workload_config, workload_settings
 
 if TYPE_CHECKING:
@@ -135,20 +141,37 @@ SEARCHER_PACKAGES: dict[str, dict[str, str]] = {
 class CarryEvaluation(RLlibCallback):
     """Every training result carries the latest evaluation (``result["evaluation"]``, plus the
     ``iteration`` it was measured after): RLlib evaluates every ``evaluation_interval`` iterations only, and
-    Tune needs a searcher's metric in every result. Where RLlib did not evaluate, the first result of a
-    trial (or of a restored one) and the result of ``final_iteration`` are evaluated here, so that a trial's
-    last result holds the trained policy's success, whatever the interval (None: no final evaluation). It is
-    the evaluation rule of ``experiments.common.run_loop``, applied result by result: Tune runs the loop
-    here."""
+    Tune needs a searcher's metric in every result. It is the evaluation rule of
+    ``experiments.common.run_loop``, applied result by result (Tune runs the loop here): with
+    ``evaluate_start``, the starting policy is evaluated as the algorithm is built and a fresh trial's first
+    result carries it (``result["evaluation_start"]``, iteration 0, and as the latest evaluation where RLlib
+    did not evaluate after iteration 1), the start of the curve whose area is the sweep's primary metric.
+    Where nothing else is known, the first result of a trial (a restored one, or without
+    ``evaluate_start``) is evaluated, and the result of ``final_iteration`` is evaluated where RLlib's
+    interval skips it, so that a trial's last result holds the trained policy's success (None: no final
+    evaluation)."""
 
-    def __init__(self, final_iteration: int | None = None) -> None:
+    def __init__(self, final_iteration: int | None = None, evaluate_start: bool = False) -> None:
         super().__init__()
         self.final_iteration = final_iteration
+        self.evaluate_start = evaluate_start
+        self._start: dict[str, Any] | None = None
         self._latest: dict[str, Any] | None = None
+
+    def on_algorithm_init(self, *, algorithm, **kwargs) -> None:
+        # Tune restores a checkpoint after the algorithm is built, so a restored trial measures its start
+        # here too; its first result is past iteration 1 and drops it.
+        if self.evaluate_start and algorithm.iteration == 0:
+            self._start = {**algorithm.evaluate_policy(), "iteration": 0}
 
     def on_train_result(self, *, algorithm, result: dict, **kwargs) -> None:
         # Trainable.train() has counted this iteration: algorithm.iteration is the one just trained.
         iteration = algorithm.iteration
+        if self._start is not None:
+            if iteration == 1:
+                result["evaluation_start"] = dict(self._start)
+                self._latest = self._start
+            self._start = None
         evaluation = rllib_evaluation(result)
         if evaluation is None and (self._latest is None or iteration == self.final_iteration):
             evaluation = algorithm.evaluate_policy()
@@ -329,9 +352,13 @@ def search_space(args: argparse.Namespace) -> tuple[DAPOConfig, Any, int]:
     """(param_space config, Tune search algorithm or None, num_samples) for the chosen search."""
     from ray import tune
 
-    # A partial, not a class attribute: Tune rebuilds the config in each trial's process.
+    # A partial, not a class attribute: Tune rebuilds the config in each trial's process. PBT restarts its
+    # trials from others' checkpoints with moved settings, so its trials have no curve of their own to
+    # measure from the start.
     config = workload_config(args.run, PROG).callbacks(
-        functools.partial(CarryEvaluation, final_iteration=args.run.iterations)
+        functools.partial(
+            CarryEvaluation, final_iteration=args.run.iterations, evaluate_start=args.scheduler != "pbt"
+        )
     )
     taus = swept_taus(args)
     if len(taus) < len(args.tau):
@@ -619,14 +646,16 @@ def trial_rows(results, iterations: int, scheduler: str = "fifo") -> list[dict[s
             status = "stopped" if stopped else "unfinished"
         # Tune's record names a finished trial's last checkpoint even once DropFinishedCheckpoints deleted it.
         checkpoint = result.checkpoint.path if result.checkpoint else None
+        records = [] if frame is None else frame.to_dict("records")
+        config = trial_config(result)
         rows.append(
             {
                 "trial": metrics.get("trial_id", Path(result.path).name),
                 # A sweep run before tau was renamed replay_tau reports "tau".
-                "tau": float(result.config.get("replay_tau", result.config.get("tau"))),
-                "seed": int(result.config["seed"]),
-                "eps_high": float(result.config["eps_high"]),
-                "replay": result.config["replay_mode"],
+                "tau": float(config.get("replay_tau", config.get("tau", math.nan))),
+                "seed": None if config.get("seed") is None else int(config["seed"]),
+                "eps_high": float(config.get("eps_high", math.nan)),
+                "replay": config.get("replay_mode"),
                 "iterations": trained,
                 "iterations_without_training": untrained,
                 "mostly_untrained": mostly_untrained(untrained, trained),
@@ -639,9 +668,55 @@ def trial_rows(results, iterations: int, scheduler: str = "fifo") -> list[dict[s
                 "stopped_early": stopped,
                 "path": result.path,
                 "checkpoint": checkpoint if checkpoint and Path(checkpoint).is_dir() else None,
+                "episode_curve": episode_curve(records, int(config["group_size"])) if records else None,
+                "clip_fractions": clip_fractions(records),
+                "drift": replay_drift.drift(records),
             }
         )
     return rows
+
+
+def trial_config(result) -> dict[str, Any]:
+    """A trial's configuration: Tune's record of it, which a trial that died before its first result lacks;
+    then the ``params.json`` Tune wrote as the trial started; else empty (its settings are unknown)."""
+    if result.config:
+        return result.config
+    params = Path(result.path) / "params.json"
+    try:
+        return json.loads(params.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def episode_curve(records: list[dict[str, Any]], group_size: int) -> dict[str, list[float]] | None:
+    """A trial's evaluations against its training episodes, the replay study's curve
+    (:func:`experiments.common.replay_auc.episode_curve`), from its results in order (``progress.csv``'s
+    rows): the start (``evaluation_start``, at 0 episodes), then each evaluation made after the iteration
+    whose result carries it. None for a trial without a measured start (run by PBT, or before the sweep
+    measured starts) or with a result that did not log the groups it sampled."""
+    start = measured(records[0], "evaluation_start/success") if records else None
+    if start is None:
+        return None
+    evaluations = [{"iteration": 0, "success": start}]
+    for record in records:
+        success = measured(record, "evaluation/success")
+        if success is not None and record.get("evaluation/iteration") == record.get("training_iteration"):
+            evaluations.append({"iteration": int(record["training_iteration"]), "success": success})
+    try:
+        episodes, success = replay_auc.episode_curve({"curve": evaluations, "training": records}, group_size)
+    except ValueError:
+        return None
+    return {"iterations": [e["iteration"] for e in evaluations], "episodes": episodes, "success": success}
+
+
+def clip_fractions(records: list[dict[str, Any]]) -> dict[str, float | None]:
+    """The share of response tokens the clip bounds cut, mean over the iterations that trained
+    (``clipfrac_high``: Clip-Higher's bound 1 + eps_high on positive advantages)."""
+    fractions = {}
+    for name in ("clipfrac_high", "clipfrac_low"):
+        values = [value for record in records if (value := measured(record, f"train/{name}")) is not None]
+        fractions[name] = sum(values) / len(values) if values else None
+    return fractions
 
 
 def stop_reason(metrics: dict[str, Any], iterations: int, scheduler: str) -> str | None:
@@ -686,13 +761,14 @@ def summary_markdown(
         else []
     )
     scheduler = f", scheduler {args.scheduler}" if args.scheduler != "fifo" else ""
+    first = "after iteration 1" if args.scheduler == "pbt" else "before training"
     lines = [
         f"# Sweep `{args.name}`: {run.env}, replay {config.replay_mode}, search {args.search_alg}{scheduler}",
         "",
         *partial,
         f"{run.iterations} iterations per trial; validation success = mean success of "
         f"{config.evaluation_samples_per_task} episode(s) on each of {config.evaluation_num_tasks} "
-        f"validation tasks (DAPO.evaluate_policy), measured after iteration 1, {interval}and after the "
+        f"validation tasks (DAPO.evaluate_policy), measured {first}, {interval}and after the "
         f"last ({run.iterations}).",
         "",
         *early_stopping_lines(args),
@@ -891,7 +967,7 @@ def write_summary(args: argparse.Namespace, arguments: list[str], folder: Path, 
         (folder / "summary.md").write_text(markdown)
         if len(grid) > 1:
             title = (
-                f"{args.run.env}: final validation success after {args.run.iterations} iterations\n"
+                f"{args.run.env}: {sweep_points.primary(grid)[1]}, {args.run.iterations} iterations\n"
                 "(mean over seeds, 95% t interval)"
             )
             sweep_points.plot(grid, folder / PLOT_NAME, title)

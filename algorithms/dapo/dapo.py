@@ -103,7 +103,8 @@ class DAPO(Algorithm):
         return DAPOConfig()
 
     def setup(self, config: DAPOConfig) -> None:
-        super().setup(config)
+        # DAPO's own state first: Algorithm.setup ends with the callbacks' on_algorithm_init, which may
+        # evaluate the starting policy (experiments.sweep measures its curve's start there).
         self._task_cursor = 0
         self._optimizer_steps = 0
         self._policy_version = 0
@@ -122,6 +123,7 @@ class DAPO(Algorithm):
         self._replay = config.build_replay_buffer()
         # Async mode: the generation batch launched during the last update, used by the next iteration.
         self._in_flight: InFlightRollout | None = None
+        super().setup(config)
 
     @property
     def counters(self) -> DAPOCounters:

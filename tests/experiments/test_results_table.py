@@ -322,6 +322,7 @@ def test_the_tau_sweep_rows_come_from_its_summary(tmp_path, monkeypatch):
     copy = tmp_path / "results"
     shutil.copytree(results_table.RESULTS, copy)
     monkeypatch.setattr(results_table, "RESULTS", copy)
+    monkeypatch.setattr(results_table, "TAU_SWEEPS", results_table.TAU_SWEEPS[:1])
     task, ours, folder = results_table.TAU_SWEEPS[0]
     shutil.rmtree(copy / folder, ignore_errors=True)
     assert results_table.sweep_rows()[0][0][:3] == [task, ours, "not run yet"]
@@ -348,10 +349,11 @@ def test_the_tau_sweep_rows_come_from_its_summary(tmp_path, monkeypatch):
     swept, (note,) = results_table.sweep_rows()
     low, four, no_decay = swept
     # 0.7 +- 12.706 x 0.1414 / sqrt(2); no point is marked best: the intervals overlap.
-    assert four[1:8] == [f"{ours}, 6 iterations a trial, partial: 5 of 6 trials", "4", "0.28", "2",
-                         "0.700 ± 1.271", "0.800 ± 1.271", "20.0"]  # fmt: skip
-    assert no_decay[2:6] == ["no decay", "0.28", "1", "0.500"]
-    assert four[8] == f"[sweep](docs/results/{folder}/summary.md)"
+    # The trials hold no curve from their start: no AUC; no clip fractions recorded.
+    assert four[1:10] == [f"{ours}, 6 iterations a trial, partial: 5 of 6 trials", "4", "0.28", "2", "n/a",
+                          "0.700 ± 1.271", "0.800 ± 1.271", "n/a", "20.0"]  # fmt: skip
+    assert no_decay[2:7] == ["no decay", "0.28", "1", "n/a", "0.500"]
+    assert four[10] == f"[sweep](docs/results/{folder}/summary.md)"
     assert "best" not in " ".join(" ".join(r) for r in swept)
     # Seed 0 at tau 4 gave 0.6 with both eps_high values, seed 1 did not: one identical pair of two.
     assert note == (
@@ -362,3 +364,33 @@ def test_the_tau_sweep_rows_come_from_its_summary(tmp_path, monkeypatch):
     )
     write_json(copy / folder / "summary.json", {**summary, "points": [], "best_point": None})
     assert results_table.sweep_rows()[0][0][2] == "started: no trial finished yet"
+
+
+def test_the_replay_study_rows_hold_each_regime_s_family_over_its_entries(tmp_path, monkeypatch):
+    from experiments.common import replay_study_report
+
+    recorded = results_table.RESULTS / "replay_study" / "frozen_lake-rollout_limited" / "summary.json"
+    summary = json.loads(recorded.read_text())
+    study = tmp_path / results_table.STUDY_FOLDER
+
+    def place(folder: str, record: dict) -> None:
+        (study / folder).mkdir(parents=True)
+        (study / folder / "summary.json").write_text(json.dumps(record))
+
+    place("frozen_lake-rollout_limited", summary)
+    monkeypatch.setattr(results_table, "RESULTS", tmp_path)
+    (alone,) = results_table.study_rows()
+    assert alone[:4] == ["rollout-limited", "`frozen_lake`", "5 seeds; 800 episodes", "24.2%"]
+    assert alone[4] == "29.8 ± 3.2"  # on-policy's AUC in points, 95% t interval over the 5 seeds
+    h1 = replay_study_report.family([summary])["tests"][0]
+    assert alone[8].startswith(f"H1 FreshPER > on-policy: -0.7 points (Holm p {h1['by_seed']['p_holm']:.2g} ")
+    assert alone[8].count("**") == 4 and alone[9].endswith("frozen_lake-rollout_limited/README.md)")
+
+    # A second entry of the regime joins its family: every test is adjusted over both entries' tests.
+    other = {**summary, "entry": "other", "missing": [{"mode": "per", "seed": 4}]}
+    place("other-rollout_limited", other)
+    first, second = results_table.study_rows()
+    tests = replay_study_report.family([summary, other])["tests"]
+    assert tests[0]["by_seed"]["p_holm"] > h1["by_seed"]["p_holm"]
+    assert f"(Holm p {tests[0]['by_seed']['p_holm']:.2g} by seed" in first[8]
+    assert second[1:3] == ["`other`", "5 seeds (partial: 1 run missing); 800 episodes"]

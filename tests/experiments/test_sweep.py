@@ -43,10 +43,17 @@ def test_sweep_cli_writes_tune_results_tensorboard_and_summary(tmp_path, tiny_wo
         progress = (trial_dir / "progress.csv").read_text().splitlines()
         assert "evaluation/success" in progress[0] and len(progress) == 3  # header + 2 iterations
         results = [json.loads(line) for line in (trial_dir / "result.json").read_text().splitlines()]
-        # Evaluated after iteration 1 (the first result) and after the last, though off RLlib's interval.
-        assert [r["evaluation"]["iteration"] for r in results] == [1, 2]
+        # Evaluated before training (the first result carries it) and after the last iteration, though
+        # off RLlib's interval.
+        assert [r["evaluation"]["iteration"] for r in results] == [0, 2]
+        assert results[0]["evaluation_start"] == results[0]["evaluation"]
+        assert "evaluation_start" not in results[1]
         assert row["last_evaluated_iteration"] == 2
         assert all(r["evaluation"]["num_episodes"] == 4 for r in results)
+        assert row["episode_curve"]["iterations"] == [0, 2]
+        assert row["episode_curve"]["success"][-1] == row["final_validation_success"]
+        # One generation batch of 2 groups of 2 episodes an iteration.
+        assert row["episode_curve"]["episodes"] == [0.0, 8.0]
         assert all("success_ci95_low" in r["evaluation"] for r in results)
         assert row["checkpoint"] is None
     # A finished trial's checkpoint is deleted as it finishes (without --keep-checkpoints): none is left.
@@ -54,6 +61,7 @@ def test_sweep_cli_writes_tune_results_tensorboard_and_summary(tmp_path, tiny_wo
     assert summary["checkpoints"] == {"ok": [], "unfinished": [], "error": []}
     assert "No finished trial's checkpoint was kept" in (folder / "summary.md").read_text()
     assert summary["best"]["trial"] == trials[0]["trial"]
+    assert 0.0 <= summary["points"][0]["auc"]["mean"] <= 1.0
     saved = json.loads((folder / "summary.json").read_text())
     assert saved["best"]["trial"] == summary["best"]["trial"]
     dtypes = saved["provenance"]["dtypes"]
@@ -253,8 +261,11 @@ def test_grid_points_average_their_seeds_and_the_plot_shows_them(tmp_path):
     best = sweep_points.best_point(grid)
     assert best["tau"] == math.inf
     text = "\n".join(sweep_points.markdown_lines(grid, best))
-    assert "| no decay **(best)** | 0.28 | 2 | 0.500 ± 0.000 | 0.600 ± 0.000 |" in text
-    assert "| 4 | 0.28 | 2 | 0.300 ± 1.271 |" in text
+    # No trial has a curve from its start (their records predate it): no AUC, ranked by final success.
+    assert (
+        "| no decay **(best)** | 0.28 | 2 | n/a | 0.500 ± 0.000 | 0.600 ± 0.000 | n/a / n/a | n/a |" in text
+    )
+    assert "| 4 | 0.28 | 2 | n/a | 0.300 ± 1.271 |" in text
     path = sweep_points.plot(grid, tmp_path / "p.png", "title")
     assert path.read_bytes().startswith(b"\x89PNG")
     summary = sweep.summary_markdown(sweep.parse_args(["--name", "x"]), rows, sweep.best_row(rows))
@@ -333,3 +344,139 @@ def test_a_stopped_sweep_is_reported_partial_and_counts_only_finished_trials():
         sweep.parse_args([*NO_MODEL_LOAD, "--report-only"])
     with pytest.raises(SystemExit):
         sweep.parse_args([*NO_MODEL_LOAD, "--name", "x", "--report-only", "--resume"])
+
+
+class StartAlgorithm(FakeAlgorithm):
+    """An algorithm whose evaluations differ: 0.1 the first, 0.2 the second, ..."""
+
+    def evaluate_policy(self):
+        self.evaluated += 1
+        return {"success": self.evaluated / 10}
+
+
+def test_the_start_is_evaluated_before_training_and_carried_by_the_first_result():
+    callback, algo = sweep.CarryEvaluation(final_iteration=3, evaluate_start=True), StartAlgorithm()
+    callback.on_algorithm_init(algorithm=algo)
+    results = []
+    for iteration, evaluation in [(1, None), (2, {"success": 0.5}), (3, None)]:
+        algo.iteration = iteration
+        result = {"training_iteration": iteration, **({"evaluation": evaluation} if evaluation else {})}
+        callback.on_train_result(algorithm=algo, result=result)
+        results.append(result)
+    assert results[0]["evaluation_start"] == {"success": 0.1, "iteration": 0}
+    assert all("evaluation_start" not in result for result in results[1:])
+    # The start stands for iteration 1's evaluation (none is made there); the last iteration is evaluated.
+    assert [(r["evaluation"]["success"], r["evaluation"]["iteration"]) for r in results] == [
+        (0.1, 0),
+        (0.5, 2),
+        (0.2, 3),
+    ]
+    assert algo.evaluated == 2
+
+    # A restored trial (Tune loads the checkpoint after building the algorithm) drops the start it measured
+    # and evaluates its first result, as without evaluate_start.
+    callback, algo = sweep.CarryEvaluation(final_iteration=9, evaluate_start=True), StartAlgorithm()
+    callback.on_algorithm_init(algorithm=algo)
+    algo.iteration = 6
+    result = {"training_iteration": 6}
+    callback.on_train_result(algorithm=algo, result=result)
+    assert "evaluation_start" not in result and result["evaluation"] == {"success": 0.2, "iteration": 6}
+    # Without evaluate_start (PBT's trials), nothing is measured before training.
+    callback, algo = sweep.CarryEvaluation(final_iteration=3), StartAlgorithm()
+    callback.on_algorithm_init(algorithm=algo)
+    assert algo.evaluated == 0
+    config, _, _ = sweep.search_space(sweep.parse_args([*NO_MODEL_LOAD, "--scheduler", "pbt"]))
+    assert config.callbacks_class.keywords["evaluate_start"] is False
+    config, _, _ = sweep.search_space(sweep.parse_args(NO_MODEL_LOAD))
+    assert config.callbacks_class.keywords["evaluate_start"] is True
+
+
+def _trial(tau, seed, records, final):
+    """A Tune result as trial_rows reads it, with ``records`` as its progress.csv rows."""
+    import pandas as pd
+
+    return SimpleNamespace(
+        metrics={
+            "training_iteration": len(records), "time_total_s": 60.0, "trial_id": f"{tau}-{seed}",
+            "evaluation": {"success": final, "iteration": len(records)},
+        },
+        metrics_dataframe=pd.DataFrame(records),
+        config={
+            "replay_tau": tau, "seed": seed, "eps_high": 0.28, "replay_mode": "freshper", "group_size": 4,
+        },
+        error=None,
+        path="/sweep/trial",
+        checkpoint=None,
+    )  # fmt: skip
+
+
+def _record(iteration, groups, evaluated_after, success, **more):
+    return {
+        "training_iteration": iteration, "rollout/groups_sampled": groups,
+        "evaluation/iteration": evaluated_after, "evaluation/success": success, **more,
+    }  # fmt: skip
+
+
+def test_the_points_rank_by_the_area_under_success_against_training_episodes(tmp_path):
+    # Groups of 4: trial a samples 2, 3, 2, 2 groups (8, 20, 28, 36 episodes after iterations 1-4) and is
+    # evaluated before training (0.2), after iteration 2 (0.5) and 4 (0.6); its replay batches age 1, 2, 3
+    # with KL 0.1, 0.2, 0.3 above the fresh batch's (c = 0.1); Clip-Higher cuts 2% and 4% of tokens.
+    drift = [{"replay/batch_mean_age": age, "learners/train/mismatch_kl_replay": 0.1 * age + 0.01,
+              "learners/train/mismatch_kl_fresh": 0.01} for age in (1, 2, 3)]  # fmt: skip
+    a = [
+        _record(1, 2, 0, 0.2, **{"evaluation_start/success": 0.2, "learners/train/clipfrac_high": 0.02}),
+        _record(2, 3, 2, 0.5, **drift[0], **{"learners/train/clipfrac_high": 0.04}),
+        _record(3, 2, 2, 0.5, **drift[1]),
+        _record(4, 2, 4, 0.6, **drift[2]),
+    ]
+    # Trial b ends higher (0.7) after fewer episodes (16, 32), lower on the way; no replay KL logged.
+    b = [
+        _record(1, 2, 0, 0.2, **{"evaluation_start/success": 0.2}),
+        _record(2, 2, 2, 0.3),
+        _record(3, 2, 2, 0.3),
+        _record(4, 2, 4, 0.7),
+    ]
+    rows = sweep.trial_rows([_trial(4.0, 0, a, 0.6), _trial(math.inf, 0, b, 0.7)], iterations=4)
+    assert rows[0]["episode_curve"] == {
+        "iterations": [0, 2, 4], "episodes": [0.0, 20.0, 36.0], "success": [0.2, 0.5, 0.6]
+    }  # fmt: skip
+    assert rows[0]["clip_fractions"] == {"clipfrac_high": pytest.approx(0.03), "clipfrac_low": None}
+    assert rows[0]["drift"]["kl_per_age"] == pytest.approx(0.1) and rows[1]["drift"] is None
+    grid = sweep_points.points(rows)
+    # Budget B = 32 episodes (b's last). a: (0.2 + 0.5) / 2 x 20 + (0.5 + 0.575) / 2 x 12 = 13.45 (0.575 its
+    # success interpolated at 32), / 32; b: (0.2 + 0.3) / 2 x 16 + (0.3 + 0.7) / 2 x 16 = 12, / 32.
+    assert [point["budget_episodes"] for point in grid] == [32.0, 32.0]
+    assert grid[0]["auc"]["mean"] == pytest.approx(13.45 / 32)
+    assert grid[1]["auc"]["mean"] == pytest.approx(12 / 32)
+    best = sweep_points.best_point(grid)
+    assert best["tau"] == 4.0  # by AUC, though b's final success is higher
+    text = "\n".join(sweep_points.markdown_lines(grid, best))
+    assert "| 4 **(best)** | 0.28 | 1 | 0.420 ± n/a (1 seed) | 0.600 ± n/a (1 seed) |" in text
+    assert "| 3.00% / n/a | 0.1 |" in text
+    assert "first 32 episodes" in text
+    drift_model = "The drift model's tau = 1/c = 10 iterations (c averaged over the points); the best point's"
+    assert f"{drift_model} tau: 0.4 times that." in text
+    assert sweep_points.plot(grid, tmp_path / "p.png", "t").read_bytes().startswith(b"\x89PNG")
+
+    # A trial without a measured start (run before the sweep measured it, or by PBT): no point has an AUC.
+    no_start = [{k: v for k, v in record.items() if k != "evaluation_start/success"} for record in b]
+    rows = sweep.trial_rows([_trial(4.0, 0, a, 0.6), _trial(math.inf, 0, no_start, 0.7)], iterations=4)
+    assert rows[1]["episode_curve"] is None
+    grid = sweep_points.points(rows)
+    assert all(point["auc"] is None for point in grid) and sweep_points.best_point(grid)["tau"] == math.inf
+
+
+def test_a_trial_that_died_before_its_first_result_is_an_error_with_its_settings(tmp_path):
+    # Tune's record of such a trial has no config; the params.json it wrote as the trial started has.
+    (tmp_path / "params.json").write_text(json.dumps({"replay_tau": 4.0, "seed": 1, "eps_high": 0.2}))
+    died = SimpleNamespace(
+        metrics=None, metrics_dataframe=None, config=None, error=RuntimeError("died"), path=str(tmp_path),
+        checkpoint=None,
+    )  # fmt: skip
+    unknown = SimpleNamespace(**{**vars(died), "path": str(tmp_path / "none")})
+    rows = sweep.trial_rows([died, unknown], iterations=3)
+    assert [(row["tau"], row["seed"], row["eps_high"], row["status"]) for row in rows[:1]] == [
+        (4.0, 1, 0.2, "error")
+    ]
+    assert math.isnan(rows[1]["tau"]) and rows[1]["seed"] is None and rows[1]["status"] == "error"
+    assert sweep_points.points(rows) == []
