@@ -668,7 +668,7 @@ def trial_rows(results, iterations: int, scheduler: str = "fifo") -> list[dict[s
                 "stopped_early": stopped,
                 "path": result.path,
                 "checkpoint": checkpoint if checkpoint and Path(checkpoint).is_dir() else None,
-                "episode_curve": episode_curve(records, int(config["group_size"])) if records else None,
+                "episode_curve": episode_curve(records, config.get("group_size")),
                 "clip_fractions": clip_fractions(records),
                 "drift": replay_drift.drift(records),
             }
@@ -688,14 +688,14 @@ def trial_config(result) -> dict[str, Any]:
         return {}
 
 
-def episode_curve(records: list[dict[str, Any]], group_size: int) -> dict[str, list[float]] | None:
+def episode_curve(records: list[dict[str, Any]], group_size: int | None) -> dict[str, list[float]] | None:
     """A trial's evaluations against its training episodes, the replay study's curve
     (:func:`experiments.common.replay_auc.episode_curve`), from its results in order (``progress.csv``'s
     rows): the start (``evaluation_start``, at 0 episodes), then each evaluation made after the iteration
     whose result carries it. None for a trial without a measured start (run by PBT, or before the sweep
-    measured starts) or with a result that did not log the groups it sampled."""
+    measured starts), without a ``group_size`` or with a result that did not log the groups it sampled."""
     start = measured(records[0], "evaluation_start/success") if records else None
-    if start is None:
+    if start is None or group_size is None:
         return None
     evaluations = [{"iteration": 0, "success": start}]
     for record in records:
@@ -703,7 +703,8 @@ def episode_curve(records: list[dict[str, Any]], group_size: int) -> dict[str, l
         if success is not None and record.get("evaluation/iteration") == record.get("training_iteration"):
             evaluations.append({"iteration": int(record["training_iteration"]), "success": success})
     try:
-        episodes, success = replay_auc.episode_curve({"curve": evaluations, "training": records}, group_size)
+        run = {"curve": evaluations, "training": records}
+        episodes, success = replay_auc.episode_curve(run, int(group_size))
     except ValueError:
         return None
     return {"iterations": [e["iteration"] for e in evaluations], "episodes": episodes, "success": success}
