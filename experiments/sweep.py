@@ -702,8 +702,8 @@ def episode_curve(records: list[dict[str, Any]], group_size: int | None) -> dict
         success = measured(record, "evaluation/success")
         if success is not None and record.get("evaluation/iteration") == record.get("training_iteration"):
             evaluations.append({"iteration": int(record["training_iteration"]), "success": success})
+    run = {"curve": evaluations, "training": records}
     try:
-        run = {"curve": evaluations, "training": records}
         episodes, success = replay_auc.episode_curve(run, int(group_size))
     except ValueError:
         return None

@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from experiments.common.replay_auc import auc_weights
+from experiments.common.replay_auc import auc
 from experiments.common.significance import mean_over_seeds
 
 
@@ -37,6 +37,7 @@ def points(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         row for row in rows if row["status"] == "ok" and not math.isnan(row["final_validation_success"])
     ]
     aucs = trial_aucs(scored)
+    episode_budget = None if aucs is None else budget([row["episode_curve"] for row in scored])
     grid: dict[tuple[float, float], list[dict[str, Any]]] = {}
     for row in scored:
         grid.setdefault((row["tau"], row["eps_high"]), []).append(row)
@@ -46,7 +47,7 @@ def points(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
             "eps_high": eps_high,
             "seeds": [row.get("seed") for row in trials],
             "auc": None if aucs is None else mean_over_seeds([aucs[id(row)] for row in trials]),
-            "budget_episodes": None if aucs is None else budget([row["episode_curve"] for row in scored]),
+            "budget_episodes": episode_budget,
             "final": mean_over_seeds([row["final_validation_success"] for row in trials]),
             "peak": mean_over_seeds([row["peak_validation_success"] for row in trials]),
             "clipfrac_high": _mean_of(
@@ -75,8 +76,7 @@ def trial_aucs(rows: Sequence[dict[str, Any]]) -> dict[int, float] | None:
         return None
     b = budget(curves)
     return {
-        id(row): float(auc_weights(curve["episodes"], b) @ curve["success"])
-        for row, curve in zip(rows, curves, strict=True)
+        id(row): auc(curve["episodes"], curve["success"], b) for row, curve in zip(rows, curves, strict=True)
     }
 
 
